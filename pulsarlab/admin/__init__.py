@@ -1,0 +1,1 @@
+"""pulsarlab.admin"""

@@ -1,0 +1,56 @@
+"""Typed errors. Each carries what a user needs to act on it; the CLI prints ``str(err)`` and exits 1."""
+
+from __future__ import annotations
+
+
+class PulsarlabError(Exception):
+    """Base class of every error pulsarlab reports to a user."""
+
+    exit_code = 1
+
+
+class TopologyError(PulsarlabError):
+    """A topology spec breaks a rule. ``field`` is a dotted path into the spec."""
+
+    def __init__(self, field: str, rule: str) -> None:
+        self.field = field
+        self.rule = rule
+        super().__init__(f"invalid topology: {field}: {rule}")
+
+
+class DistributionError(PulsarlabError):
+    """The Pulsar server distribution or the JDK it needs cannot be had."""
+
+
+class PortInUseError(PulsarlabError):
+    """An address/port a node needs is already bound by another process."""
+
+    def __init__(self, node: str, address: str, port: int) -> None:
+        self.node, self.address, self.port = node, address, port
+        super().__init__(f"port in use: {address}:{port} (needed by node {node}); nothing was started")
+
+
+class NodeStartError(PulsarlabError):
+    """A node did not become ready in time; names the node, what was awaited, and its log tail."""
+
+    def __init__(self, node: str, waited_for: str, timeout: float, log_tail: str, detail: str = "") -> None:
+        self.node, self.waited_for, self.timeout, self.log_tail = node, waited_for, timeout, log_tail
+        msg = f"node {node}: timed out after {timeout:.0f}s waiting for {waited_for}"
+        if detail:
+            msg += f" ({detail})"
+        if log_tail:
+            msg += f"\n--- last lines of {node}'s log ---\n{log_tail}"
+        super().__init__(msg)
+
+
+class ProcessFailedError(PulsarlabError):
+    """An external command exited non-zero: carries the command, exit code and output."""
+
+    def __init__(self, command: list[str], exit_code: int, output: str) -> None:
+        self.command, self.returncode, self.output = command, exit_code, output
+        tail = "\n".join(output.splitlines()[-30:])
+        super().__init__(f"command failed with exit code {exit_code}: {' '.join(command)}\n{tail}")
+
+
+class StateError(PulsarlabError):
+    """The state directory says something that does not allow the requested operation."""

@@ -1,0 +1,145 @@
+"""Render every configuration artifact of a topology from the Jinja templates in ``templates/``.
+
+The templates hold only what the topology decides. When the distribution's own ``conf/`` is given,
+each rendered file is the shipped file with those keys replaced in place (and the missing ones
+appended), so every other shipped default stays as the Pulsar release intends.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from pulsarlab.topology import Node, Role, Topology
+
+TEMPLATES_DIR = Path(os.environ.get("PULSARLAB_TEMPLATES", Path(__file__).resolve().parent.parent / "templates"))
+
+CONF_FILE = {Role.ZOOKEEPER: "zookeeper.conf", Role.BOOKIE: "bookkeeper.conf", Role.BROKER: "broker.conf"}
+
+
+@dataclass(frozen=True)
+class NodeDirs:
+    """Where one node keeps its files."""
+
+    root: Path
+
+    @property
+    def conf(self) -> Path:
+        return self.root / "conf"
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    def conf_file(self, role: Role) -> Path:
+        return self.conf / CONF_FILE[role]
+
+    @property
+    def log_file(self) -> Path:
+        return self.logs / "node.log"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.root / "node.pid"
+
+
+def node_dirs(base: Path, node: Node) -> NodeDirs:
+    return NodeDirs(base.resolve() / "nodes" / node.name)
+
+
+def _env() -> Environment:
+    return Environment(
+        loader=FileSystemLoader(str(TEMPLATES_DIR)),
+        undefined=StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def bookkeeper_metadata_uri(topo: Topology, cluster: str) -> str:
+    """BookKeeper metadata through Pulsar's metadata-store driver (it appends ``/ledgers``)."""
+    return f"metadata-store:{topo.metadata_store_url(cluster)}"
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """``key=value`` lines of a Java properties file (comments and blanks skipped)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        s = line.strip()
+        if not s or s.startswith("#") or "=" not in s:
+            continue
+        k, v = s.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def merge_properties(base: str, overrides: dict[str, str], header: str) -> str:
+    """Replace the active ``key=`` lines of ``base`` with ``overrides``; append the keys it lacks."""
+    done: set[str] = set()
+    lines = []
+    for line in base.splitlines():
+        s = line.strip()
+        if s and not s.startswith("#") and "=" in s:
+            key = s.split("=", 1)[0].strip()
+            if key in overrides:
+                lines.append(f"{key}={overrides[key]}")
+                done.add(key)
+                continue
+        lines.append(line)
+    rest = [f"{k}={v}" for k, v in overrides.items() if k not in done]
+    if rest:
+        lines += ["", f"# {header}", *rest]
+    return "\n".join(lines) + "\n"
+
+
+def render_node(topo: Topology, node: Node, dirs: NodeDirs, base_conf: Path | None = None) -> dict[Path, str]:
+    """The files of one node: its server configuration and its log configuration."""
+    env = _env()
+    cluster = topo.cluster(node.cluster) if node.cluster else None
+    ctx = {
+        "node": node,
+        "cluster": cluster,
+        "address": topo.address_of(node),
+        "rack": topo.rack_of(node),
+        "dirs": dirs,
+        "journal_sync": topo.fsync,
+        "configuration_store_url": topo.configuration_store_url(),
+        "metadata_store_url": topo.metadata_store_url(node.cluster) if node.cluster else "",
+        "bookkeeper_metadata_uri": bookkeeper_metadata_uri(topo, node.cluster) if node.cluster else "",
+        "log_file": dirs.log_file,
+        "log_level": "info",
+    }
+    name = CONF_FILE[node.role]
+    text = env.get_template(f"{name}.j2").render(**ctx)
+    if base_conf is not None and (base_conf / name).is_file():
+        header = text.splitlines()[0].lstrip("# ")
+        text = merge_properties((base_conf / name).read_text(), parse_properties(text), header)
+    return {
+        dirs.conf_file(node.role): text,
+        dirs.conf / "log4j2.yaml": env.get_template("log4j2.yaml.j2").render(**ctx),
+    }
+
+
+def render(topo: Topology, out: Path, base_conf: Path | None = None) -> list[Path]:
+    """Write every node's configuration under ``out/nodes/<node>/conf`` plus the resolved topology."""
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for node in topo.nodes:
+        dirs = node_dirs(out, node)
+        for path, text in render_node(topo, node, dirs, base_conf).items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            written.append(path)
+    resolved = out / "topology.yaml"
+    resolved.write_text(yaml.safe_dump(topo.model_dump(mode="json"), sort_keys=False))
+    written.append(resolved)
+    return written

@@ -1,0 +1,1 @@
+"""Runtimes: where and how nodes run."""

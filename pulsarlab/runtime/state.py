@@ -1,0 +1,106 @@
+"""The state directory: what pulsarlab started, so later commands find it and stop it by pid."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import psutil
+
+STATE_FILE = "state.json"
+
+
+@dataclass
+class ProcessRecord:
+    """A process pulsarlab started: its pid plus its start time, so a reused pid is never mistaken."""
+
+    pid: int
+    create_time: float
+
+    def process(self) -> psutil.Process | None:
+        try:
+            p = psutil.Process(self.pid)
+            if abs(p.create_time() - self.create_time) > 1.0 or p.status() == psutil.STATUS_ZOMBIE:
+                return None
+            return p
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return None
+
+    def alive(self) -> bool:
+        return self.process() is not None
+
+    def paused(self) -> bool:
+        p = self.process()
+        try:
+            return p is not None and p.status() == psutil.STATUS_STOPPED
+        except psutil.NoSuchProcess:
+            return False
+
+    def signal(self, sig: int) -> None:
+        p = self.process()
+        if p is not None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def terminate(self, timeout: float) -> None:
+        """SIGTERM, then SIGKILL if it is still there after ``timeout`` seconds."""
+        p = self.process()
+        if p is None:
+            return
+        try:
+            if p.status() == psutil.STATUS_STOPPED:
+                p.send_signal(signal.SIGCONT)
+            p.terminate()
+            p.wait(timeout)
+        except psutil.TimeoutExpired:
+            p.kill()
+            p.wait(30)
+        except psutil.NoSuchProcess:
+            pass
+
+    def kill(self) -> None:
+        p = self.process()
+        if p is None:
+            return
+        try:
+            p.kill()
+            p.wait(30)
+        except psutil.NoSuchProcess:
+            pass
+
+
+@dataclass
+class ClusterState:
+    name: str
+    runtime: str
+    topology_ref: str
+    distribution: str = ""
+    version: str = ""
+    initialized: list[str] = field(default_factory=list)
+    nodes: dict[str, ProcessRecord] = field(default_factory=dict)
+    created: float = field(default_factory=time.time)
+
+    @staticmethod
+    def path(state_dir: Path) -> Path:
+        return state_dir / STATE_FILE
+
+    @classmethod
+    def load(cls, state_dir: Path) -> ClusterState | None:
+        p = cls.path(state_dir)
+        if not p.is_file():
+            return None
+        data = json.loads(p.read_text())
+        data["nodes"] = {k: ProcessRecord(**v) for k, v in data.get("nodes", {}).items()}
+        return cls(**data)
+
+    def save(self, state_dir: Path) -> None:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.path(state_dir).with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        tmp.replace(self.path(state_dir))

@@ -1,0 +1,131 @@
+"""Readiness as small composable probes, each polled until it holds or its timeout runs out.
+
+A probe answers ``(ok, detail)``. :func:`wait_for` polls a probe at an interval; when the node's
+process dies or the timeout passes it raises :class:`NodeStartError` naming the node, what it
+waited for, the last thing the probe saw, and the tail of the node's log.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+
+from pulsarlab.errors import NodeStartError
+
+Probe = Callable[[], tuple[bool, str]]
+
+
+def log_tail(path: Path | None, lines: int = 25) -> str:
+    if path is None or not path.is_file():
+        return ""
+    with open(path, "rb") as fh:
+        fh.seek(0, 2)
+        size = fh.tell()
+        fh.seek(max(0, size - 64 * 1024))
+        text = fh.read().decode("utf-8", "replace")
+    return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass
+class ZkRuok:
+    """ZooKeeper answers ``imok`` to the four-letter ``ruok`` command."""
+
+    address: str
+    port: int
+
+    @property
+    def description(self) -> str:
+        return f"ZooKeeper 'ruok' -> 'imok' on {self.address}:{self.port}"
+
+    def __call__(self) -> tuple[bool, str]:
+        try:
+            with socket.create_connection((self.address, self.port), timeout=2) as s:
+                s.sendall(b"ruok")
+                data = s.recv(16)
+            return data == b"imok", f"answered {data!r}"
+        except OSError as exc:
+            return False, str(exc)
+
+
+def zk_ephemerals(address: str, port: int) -> list[str]:
+    """Paths of every ephemeral znode, from ZooKeeper's four-letter ``dump`` command."""
+    with socket.create_connection((address, port), timeout=3) as s:
+        s.sendall(b"dump")
+        chunks = []
+        while data := s.recv(65536):
+            chunks.append(data)
+    text = b"".join(chunks).decode("utf-8", "replace")
+    return [line.strip() for line in text.splitlines() if line.startswith("\t/")]
+
+
+@dataclass
+class RegistrationGone:
+    """No ephemeral znode of a previous incarnation (a killed process's session) is left."""
+
+    address: str
+    port: int
+    suffix: str
+
+    @property
+    def description(self) -> str:
+        return f"the previous registration */{self.suffix} to expire in ZooKeeper"
+
+    def __call__(self) -> tuple[bool, str]:
+        try:
+            left = [p for p in zk_ephemerals(self.address, self.port) if p.endswith("/" + self.suffix)]
+        except OSError as exc:
+            return False, str(exc)
+        return not left, f"still registered: {', '.join(left)}"
+
+
+@dataclass
+class HttpOk:
+    """An HTTP GET answers 2xx (and, optionally, a body that satisfies ``accept``)."""
+
+    url: str
+    what: str = ""
+    accept: Callable[[requests.Response], bool] | None = None
+
+    @property
+    def description(self) -> str:
+        return self.what or f"HTTP 200 from {self.url}"
+
+    def __call__(self) -> tuple[bool, str]:
+        try:
+            r = requests.get(self.url, timeout=3)
+        except requests.RequestException as exc:
+            return False, type(exc).__name__
+        if not r.ok:
+            return False, f"HTTP {r.status_code} {r.text[:120]!r}"
+        if self.accept and not self.accept(r):
+            return False, f"not yet: {r.text[:160]!r}"
+        return True, "ok"
+
+
+def wait_for(
+    node: str,
+    probe: Probe,
+    *,
+    what: str,
+    timeout: float,
+    interval: float = 0.5,
+    log_file: Path | None = None,
+    alive: Callable[[], bool] | None = None,
+) -> float:
+    """Poll ``probe`` until it holds; return the seconds it took. Fails fast if ``alive`` turns false."""
+    start = time.monotonic()
+    detail = ""
+    while True:
+        ok, detail = probe()
+        if ok:
+            return time.monotonic() - start
+        if alive is not None and not alive():
+            raise NodeStartError(node, what, time.monotonic() - start, log_tail(log_file), "the process exited")
+        if time.monotonic() - start > timeout:
+            raise NodeStartError(node, what, timeout, log_tail(log_file), f"last seen: {detail}")
+        time.sleep(interval)

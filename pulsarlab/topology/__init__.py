@@ -1,0 +1,63 @@
+"""Topologies: the typed model, its validation, and the built-in designs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from pulsarlab.errors import TopologyError
+from pulsarlab.topology.model import (
+    Cluster,
+    IsolationPolicy,
+    Namespace,
+    Node,
+    Persistence,
+    Role,
+    Tenant,
+    Topology,
+    namespace_clusters,
+    parse,
+    validate,
+)
+
+BUILTIN_DIR = Path(__file__).parent / "builtin"
+BUILTINS = ("smoke", "sync", "geo", "active-active")
+
+__all__ = [
+    "BUILTINS",
+    "Cluster",
+    "IsolationPolicy",
+    "Namespace",
+    "Node",
+    "Persistence",
+    "Role",
+    "Tenant",
+    "Topology",
+    "builtin_descriptions",
+    "load",
+    "namespace_clusters",
+    "parse",
+    "validate",
+]
+
+
+def load(ref: str) -> Topology:
+    """Load a topology by built-in name or from a YAML file path."""
+    if ref in BUILTINS:
+        path = BUILTIN_DIR / f"{ref}.yaml"
+    else:
+        path = Path(ref)
+        if not path.is_file():
+            raise TopologyError("topology", f"{ref!r} is neither a built-in ({', '.join(BUILTINS)}) nor a file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise TopologyError("topology", f"{path} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise TopologyError("<root>", f"{path} must hold a mapping")
+    return parse(data)
+
+
+def builtin_descriptions() -> dict[str, str]:
+    return {name: load(name).description for name in BUILTINS}

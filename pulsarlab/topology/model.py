@@ -1,0 +1,342 @@
+"""The topology model: what a deployment is made of, validated before anything starts.
+
+A topology names its regions, its nodes (ZooKeeper, bookies, brokers), the Pulsar clusters those
+nodes form, and the tenants, namespaces and isolation policies the clusters must carry. Every rule
+that can be checked without a running cluster is checked here, and a violation raises
+:class:`~pulsarlab.errors.TopologyError` naming the field and the rule.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import Counter
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pulsarlab.errors import TopologyError
+
+DEFAULT_PORTS: dict[str, dict[str, int]] = {
+    "zookeeper": {"client": 2181, "metrics": 8000},
+    "bookie": {"bookie": 3181, "http": 8000},
+    "broker": {"service": 6650, "web": 8080},
+}
+
+
+class Role(StrEnum):
+    ZOOKEEPER = "zookeeper"
+    BOOKIE = "bookie"
+    BROKER = "broker"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class Persistence(_Strict):
+    """BookKeeper quorums: every entry goes to ``write_quorum`` of ``ensemble`` bookies and is
+    acknowledged once ``ack_quorum`` of them have it."""
+
+    ensemble: int = 2
+    write_quorum: int = 2
+    ack_quorum: int = 2
+
+
+class JvmSettings(_Strict):
+    """Heap and direct memory per role, in MiB. Small by default: many JVMs share two cores."""
+
+    zookeeper_heap_mb: int = 96
+    bookie_heap_mb: int = 160
+    bookie_direct_mb: int = 192
+    broker_heap_mb: int = 288
+    broker_direct_mb: int = 192
+    # C1 only: much faster start on a small machine, at some cost in peak throughput.
+    fast_start: bool = True
+
+
+class Node(_Strict):
+    name: str
+    role: Role
+    region: str
+    cluster: str | None = None
+    rack: str | None = None
+    address: str | None = None
+    ports: dict[str, int] = Field(default_factory=dict)
+
+    def port(self, kind: str) -> int:
+        return self.ports.get(kind, DEFAULT_PORTS[self.role.value][kind])
+
+
+class IsolationPolicy(_Strict):
+    """A namespace isolation policy: ``primary``/``secondary`` list broker names (or ``"*"``)."""
+
+    name: str
+    namespaces: list[str]
+    primary: list[str]
+    secondary: list[str] = Field(default_factory=list)
+    min_limit: int = 1
+    usage_threshold: int = 100
+
+
+class Cluster(_Strict):
+    name: str
+    placement: Literal["rack", "region"] = "rack"
+    read_reordering: bool = False
+    persistence: Persistence = Field(default_factory=Persistence)
+    metadata_root: str = ""
+    isolation: list[IsolationPolicy] = Field(default_factory=list)
+
+
+class Tenant(_Strict):
+    name: str
+    clusters: list[str]
+
+
+class Namespace(_Strict):
+    name: str
+    clusters: list[str] | None = None
+    persistence: Persistence | None = None
+    deduplication: bool | None = None
+
+
+class Topology(_Strict):
+    name: str
+    description: str = ""
+    regions: list[str]
+    nodes: list[Node]
+    clusters: list[Cluster]
+    tenants: list[Tenant] = Field(default_factory=list)
+    namespaces: list[Namespace] = Field(default_factory=list)
+    jvm: JvmSettings = Field(default_factory=JvmSettings)
+    # fsync bookie journals and ZooKeeper logs before acknowledging; off trades durability for speed
+    fsync: bool = True
+
+    # ----- derived views -------------------------------------------------------------------
+    def nodes_of(self, role: Role, cluster: str | None = None) -> list[Node]:
+        return [n for n in self.nodes if n.role == role and (cluster is None or n.cluster == cluster)]
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def cluster(self, name: str) -> Cluster:
+        for c in self.clusters:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def address_of(self, node: Node) -> str:
+        """The node's loopback address: explicit, or 127.0.R.N (R per region, N per node in it)."""
+        if node.address:
+            return node.address
+        r = self.regions.index(node.region) + 1
+        same_region = [n for n in self.nodes if n.region == node.region and not n.address]
+        return f"127.0.{r}.{same_region.index(node) + 1}"
+
+    def rack_of(self, node: Node) -> str | None:
+        """The rack a bookie or broker belongs to, ``region/rack`` as region-aware placement wants."""
+        if node.rack:
+            return node.rack
+        if node.cluster and self.cluster(node.cluster).placement == "region":
+            return f"{node.region}/1"
+        return None
+
+    def zookeeper_connect(self) -> str:
+        return ",".join(f"{self.address_of(z)}:{z.port('client')}" for z in self.nodes_of(Role.ZOOKEEPER))
+
+    def metadata_store_url(self, cluster: str) -> str:
+        return f"zk:{self.zookeeper_connect()}{self.cluster(cluster).metadata_root}"
+
+    def configuration_store_url(self) -> str:
+        return f"zk:{self.zookeeper_connect()}"
+
+    def web_url(self, cluster: str) -> str:
+        return ",".join(
+            f"http://{self.address_of(b)}:{b.port('web')}" for b in self.nodes_of(Role.BROKER, cluster)
+        )
+
+    def service_url(self, cluster: str) -> str:
+        hosts = ",".join(f"{self.address_of(b)}:{b.port('service')}" for b in self.nodes_of(Role.BROKER, cluster))
+        return f"pulsar://{hosts}"
+
+    def endpoints(self) -> list[tuple[Node, str, int]]:
+        """Every (node, address, port) this topology binds."""
+        out = []
+        for n in self.nodes:
+            addr = self.address_of(n)
+            for kind in DEFAULT_PORTS[n.role.value]:
+                out.append((n, addr, n.port(kind)))
+        return out
+
+
+def parse(data: dict) -> Topology:
+    """Build and validate a topology from plain data (a parsed YAML file)."""
+    try:
+        topo = Topology.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "<root>"
+        raise TopologyError(field, err["msg"]) from None
+    validate(topo)
+    return topo
+
+
+def _check_persistence(field: str, p: Persistence, bookies: int, regions: int, placement: str) -> None:
+    if p.ack_quorum < 1:
+        raise TopologyError(f"{field}.ack_quorum", f"must be >= 1 (got {p.ack_quorum})")
+    if p.write_quorum < p.ack_quorum:
+        raise TopologyError(
+            f"{field}.write_quorum",
+            f"must be >= ack_quorum (write_quorum={p.write_quorum} < ack_quorum={p.ack_quorum})",
+        )
+    if p.ensemble < p.write_quorum:
+        raise TopologyError(
+            f"{field}.ensemble", f"must be >= write_quorum (ensemble={p.ensemble} < write_quorum={p.write_quorum})"
+        )
+    if p.write_quorum > bookies:
+        raise TopologyError(
+            f"{field}.write_quorum", f"write_quorum={p.write_quorum} is larger than the {bookies} bookies of the cluster"
+        )
+    if p.ensemble > bookies:
+        raise TopologyError(
+            f"{field}.ensemble", f"ensemble={p.ensemble} is larger than the {bookies} bookies of the cluster"
+        )
+    if placement == "region" and p.write_quorum < regions:
+        raise TopologyError(
+            f"{field}.write_quorum",
+            f"region-aware placement over {regions} regions needs write_quorum >= {regions} so every entry "
+            f"has a copy in each region (got {p.write_quorum})",
+        )
+
+
+def _dupes(names: list[str]) -> list[str]:
+    return [n for n, c in Counter(names).items() if c > 1]
+
+
+def validate(t: Topology) -> None:  # noqa: C901 - one rule after another reads best as a list
+    """Check every cross-field rule; raise TopologyError on the first violation."""
+    for field, names in (
+        ("regions", t.regions),
+        ("nodes", [n.name for n in t.nodes]),
+        ("clusters", [c.name for c in t.clusters]),
+        ("tenants", [x.name for x in t.tenants]),
+        ("namespaces", [x.name for x in t.namespaces]),
+    ):
+        if d := _dupes(names):
+            raise TopologyError(field, f"duplicate name {d[0]!r}")
+    if not t.regions:
+        raise TopologyError("regions", "at least one region is needed")
+    clusters = {c.name for c in t.clusters}
+    if not clusters:
+        raise TopologyError("clusters", "at least one cluster is needed")
+    if not t.nodes_of(Role.ZOOKEEPER):
+        raise TopologyError("nodes", "at least one zookeeper node is needed")
+
+    for i, n in enumerate(t.nodes):
+        f = f"nodes[{i}]({n.name})"
+        if n.region not in t.regions:
+            raise TopologyError(f"{f}.region", f"unknown region {n.region!r} (regions: {', '.join(t.regions)})")
+        if n.role == Role.ZOOKEEPER:
+            if n.cluster is not None:
+                raise TopologyError(f"{f}.cluster", "a zookeeper node serves every cluster; leave cluster unset")
+        elif n.cluster not in clusters:
+            raise TopologyError(f"{f}.cluster", f"unknown cluster {n.cluster!r} (clusters: {', '.join(sorted(clusters))})")
+        for kind in n.ports:
+            if kind not in DEFAULT_PORTS[n.role.value]:
+                raise TopologyError(f"{f}.ports.{kind}", f"a {n.role.value} has ports {sorted(DEFAULT_PORTS[n.role.value])}")
+        for kind in DEFAULT_PORTS[n.role.value]:
+            if not 1 <= n.port(kind) <= 65535:
+                raise TopologyError(f"{f}.ports.{kind}", f"port {n.port(kind)} out of range 1..65535")
+        try:
+            ip = ipaddress.ip_address(t.address_of(n))
+        except ValueError:
+            raise TopologyError(f"{f}.address", f"not an IP address: {n.address!r}") from None
+        if not ip.is_loopback:
+            raise TopologyError(f"{f}.address", f"{ip} is not a loopback address; nodes run on 127.0.0.0/8")
+        if n.rack is not None and n.role == Role.ZOOKEEPER:
+            raise TopologyError(f"{f}.rack", "racks apply to bookies and brokers only")
+
+    seen: dict[tuple[str, int], str] = {}
+    for n, addr, port in t.endpoints():
+        if (addr, port) in seen and seen[(addr, port)] != n.name:
+            raise TopologyError(f"nodes({n.name}).ports", f"{addr}:{port} clashes with node {seen[(addr, port)]}")
+        seen[(addr, port)] = n.name
+
+    for ci, c in enumerate(t.clusters):
+        f = f"clusters[{ci}]({c.name})"
+        bookies = t.nodes_of(Role.BOOKIE, c.name)
+        brokers = t.nodes_of(Role.BROKER, c.name)
+        if not bookies:
+            raise TopologyError(f, "a cluster needs at least one bookie")
+        if not brokers:
+            raise TopologyError(f, "a cluster needs at least one broker")
+        if c.metadata_root and not c.metadata_root.startswith("/"):
+            raise TopologyError(f"{f}.metadata_root", "must start with '/'")
+        regions = {b.region for b in bookies}
+        if c.placement == "region":
+            for b in bookies + brokers:
+                rack = t.rack_of(b) or ""
+                parts = rack.strip("/").split("/")
+                if len(parts) != 2 or parts[0] != b.region:
+                    raise TopologyError(
+                        f"nodes({b.name}).rack",
+                        f"region-aware placement needs racks named '<region>/<rack>' starting with the node's region {b.region!r} (got {rack!r})",
+                    )
+        _check_persistence(f"{f}.persistence", c.persistence, len(bookies), len(regions), c.placement)
+        names_here = {b.name for b in brokers}
+        for pi, p in enumerate(c.isolation):
+            pf = f"{f}.isolation[{pi}]({p.name})"
+            for ns in p.namespaces:
+                if ns not in {x.name for x in t.namespaces}:
+                    raise TopologyError(f"{pf}.namespaces", f"unknown namespace {ns!r}")
+            if not p.primary:
+                raise TopologyError(f"{pf}.primary", "at least one primary broker is needed")
+            for side in ("primary", "secondary"):
+                for b in getattr(p, side):
+                    if b != "*" and b not in names_here:
+                        raise TopologyError(f"{pf}.{side}", f"{b!r} is not a broker of cluster {c.name}")
+            if p.min_limit < 0:
+                raise TopologyError(f"{pf}.min_limit", "must be >= 0")
+            if not 0 <= p.usage_threshold <= 100:
+                raise TopologyError(f"{pf}.usage_threshold", "must be a percentage 0..100")
+
+    tenants = {x.name: x for x in t.tenants}
+    for ti, x in enumerate(t.tenants):
+        if not x.clusters:
+            raise TopologyError(f"tenants[{ti}]({x.name}).clusters", "a tenant needs at least one cluster")
+        for c in x.clusters:
+            if c not in clusters:
+                raise TopologyError(f"tenants[{ti}]({x.name}).clusters", f"unknown cluster {c!r}")
+
+    for ni, ns in enumerate(t.namespaces):
+        f = f"namespaces[{ni}]({ns.name})"
+        if ns.name.count("/") != 1:
+            raise TopologyError(f"{f}.name", "a namespace is named '<tenant>/<namespace>'")
+        tenant = ns.name.split("/")[0]
+        if tenant not in tenants:
+            raise TopologyError(f"{f}.name", f"unknown tenant {tenant!r}")
+        for c in namespace_clusters(t, ns):
+            if c not in clusters:
+                raise TopologyError(f"{f}.clusters", f"unknown cluster {c!r}")
+            if c not in tenants[tenant].clusters:
+                raise TopologyError(f"{f}.clusters", f"cluster {c!r} is not allowed for tenant {tenant!r}")
+            if ns.persistence:
+                cl = t.cluster(c)
+                bookies = t.nodes_of(Role.BOOKIE, c)
+                _check_persistence(
+                    f"{f}.persistence", ns.persistence, len(bookies), len({b.region for b in bookies}), cl.placement
+                )
+
+
+def namespace_clusters(t: Topology, ns: Namespace) -> list[str]:
+    """The clusters a namespace lives on: explicit, or every cluster its tenant is allowed on."""
+    if ns.clusters is not None:
+        return ns.clusters
+    tenant = ns.name.split("/")[0]
+    for x in t.tenants:
+        if x.name == tenant:
+            return x.clusters
+    return []
