@@ -9,6 +9,7 @@ that can be checked without a running cluster is checked here, and a violation r
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections import Counter
 from enum import StrEnum
 from typing import Literal
@@ -104,6 +105,8 @@ class Topology(_Strict):
     name: str
     description: str = ""
     regions: list[str]
+    # nodes get 127.<x>.R.N; another prefix lets two topologies run side by side
+    address_prefix: str = "127.0"
     nodes: list[Node]
     clusters: list[Cluster]
     tenants: list[Tenant] = Field(default_factory=list)
@@ -134,7 +137,7 @@ class Topology(_Strict):
             return node.address
         r = self.regions.index(node.region) + 1
         same_region = [n for n in self.nodes if n.region == node.region and not n.address]
-        return f"127.0.{r}.{same_region.index(node) + 1}"
+        return f"{self.address_prefix}.{r}.{same_region.index(node) + 1}"
 
     def rack_of(self, node: Node) -> str | None:
         """The rack a bookie or broker belongs to, ``region/rack`` as region-aware placement wants."""
@@ -227,6 +230,8 @@ def validate(t: Topology) -> None:  # noqa: C901 - one rule after another reads 
     ):
         if d := _dupes(names):
             raise TopologyError(field, f"duplicate name {d[0]!r}")
+    if not re.fullmatch(r"127\.\d{1,3}", t.address_prefix) or int(t.address_prefix.split(".")[1]) > 255:
+        raise TopologyError("address_prefix", f"must be '127.<0-255>' (got {t.address_prefix!r})")
     if not t.regions:
         raise TopologyError("regions", "at least one region is needed")
     clusters = {c.name for c in t.clusters}
@@ -283,7 +288,8 @@ def validate(t: Topology) -> None:  # noqa: C901 - one rule after another reads 
                 if len(parts) != 2 or parts[0] != b.region:
                     raise TopologyError(
                         f"nodes({b.name}).rack",
-                        f"region-aware placement needs racks named '<region>/<rack>' starting with the node's region {b.region!r} (got {rack!r})",
+                        "region-aware placement needs racks named '<region>/<rack>' starting with "
+                        f"the node's region {b.region!r} (got {rack!r})",
                     )
         _check_persistence(f"{f}.persistence", c.persistence, len(bookies), len(regions), c.placement)
         names_here = {b.name for b in brokers}
