@@ -143,3 +143,7 @@ def main() -> None:  # pragma: no cover - console entry
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     app()
     sys.exit(0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -189,3 +189,8 @@ def resolve(distribution: str | Path | None = None, version: str = DEFAULT_VERSI
         if not (dest / VERIFIED_MARK).is_file():
             _unpack(_maven_download(version), dest)
     return Distribution(dest, verify_tree(dest, version), java)
+
+
+if __name__ == "__main__":  # pragma: no cover - used by .ci/run to fetch ahead of the tests
+    d = resolve()
+    print(f"Pulsar {d.version} ready at {d.home} (Java {d.java.major})")

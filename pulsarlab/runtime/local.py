@@ -148,6 +148,8 @@ class LocalCluster:
         if j.fast_start:
             gc += " -XX:TieredStopAtLevel=1"
         extra = f"-Dpulsarlab.node={node.name} -Dpulsar.allocator.exit_on_oom=true -Dio.netty.recycler.maxCapacityPerThread=4096"
+        if node.role == Role.BROKER:
+            extra += f" -Djdk.net.hosts.file={self.local_hosts_file(node)}"
         env = dict(os.environ)
         env.update({
             "PULSAR_MEM": mem, "BOOKIE_MEM": mem, "PULSAR_GC": gc, "BOOKIE_GC": gc,
@@ -162,6 +164,24 @@ class LocalCluster:
         if self.dist.java.home:
             env["JAVA_HOME"] = str(self.dist.java.home)
         return env
+
+    def local_hosts_file(self, node: Node) -> Path:
+        """A hosts file for one JVM in which this machine's name resolves to the node's own address.
+
+        BookKeeper's placement policy finds the broker's own region from
+        ``InetAddress.getLocalHost()``; on a shared machine that is the same for every node, so
+        each broker gets its own view and the rack map can tell the brokers' regions apart.
+        """
+        return self.dirs(node).conf / "hosts"
+
+    def write_local_hosts(self, node: Node) -> None:
+        hostname = socket.gethostname()
+        lines = [f"{self.topo.address_of(node)} {hostname}"]
+        if hostname != "localhost":
+            lines.append("127.0.0.1 localhost")
+        path = self.local_hosts_file(node)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
 
     def registration_id(self, node: Node) -> str | None:
         """The name a bookie or broker registers under in the metadata store."""
@@ -192,6 +212,8 @@ class LocalCluster:
         dirs = self.dirs(node)
         for d in (dirs.data, dirs.logs):
             d.mkdir(parents=True, exist_ok=True)
+        if node.role == Role.BROKER:
+            self.write_local_hosts(node)
         with open(dirs.log_file, "ab") as log:
             log.write(f"\n===== pulsarlab: starting {node.name} at {time.ctime()} =====\n".encode())
             log.flush()

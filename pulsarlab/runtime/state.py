@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -43,10 +44,8 @@ class ProcessRecord:
     def signal(self, sig: int) -> None:
         p = self.process()
         if p is not None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, sig)
-            except ProcessLookupError:
-                pass
 
     def terminate(self, timeout: float) -> None:
         """SIGTERM, then SIGKILL if it is still there after ``timeout`` seconds."""

@@ -1,0 +1,108 @@
+"""The smoke cluster, for real: messages go through once each, and one bookie can be lost."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import psutil
+import pulsar
+from typer.testing import CliRunner
+
+from pulsarlab.cli import app
+from pulsarlab.runtime.local import LocalCluster
+from pulsarlab.runtime.roundtrip import client
+
+runner = CliRunner()
+
+
+def produce(cluster: LocalCluster, topic: str, n: int, prefix: str) -> list[str]:
+    c = client(cluster.topo.service_url("smoke"))
+    try:
+        producer = c.create_producer(topic, block_if_queue_full=True, batching_enabled=True)
+        sent = [f"{prefix}-{i}" for i in range(n)]
+        for body in sent:
+            producer.send_async(body.encode(), None)
+        producer.flush()
+        producer.close()
+        return sent
+    finally:
+        c.close()
+
+
+def consume_all(cluster: LocalCluster, topic: str, expected: int, timeout: float = 60) -> list[str]:
+    c = client(cluster.topo.service_url("smoke"))
+    try:
+        consumer = c.subscribe(topic, f"check-{uuid.uuid4().hex[:6]}", initial_position=pulsar.InitialPosition.Earliest)
+        got: list[str] = []
+        deadline = time.monotonic() + timeout
+        while len(got) < expected and time.monotonic() < deadline:
+            try:
+                msg = consumer.receive(timeout_millis=2000)
+            except pulsar.Timeout:
+                continue
+            got.append(msg.data().decode())
+            consumer.acknowledge(msg)
+        # nothing more must arrive
+        try:
+            extra = consumer.receive(timeout_millis=1500)
+            got.append(extra.data().decode())
+        except pulsar.Timeout:
+            pass
+        return got
+    finally:
+        c.close()
+
+
+def test_status_shows_every_node_ready(smoke: LocalCluster) -> None:
+    result = runner.invoke(app, ["status", "--json", "--state-dir", str(smoke.state_dir)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["name"] == "smoke" and report["runtime"] == "local"
+    assert {n["name"] for n in report["nodes"]} == {"zk", "bk1", "bk2", "bk3", "pulsar1"}
+    assert all(n["ready"] and n["pid"] for n in report["nodes"])
+    assert report["clusters"] == [{"name": "smoke", "service_url": "pulsar://127.0.1.5:6650", "web_url": "http://127.0.1.5:8080"}]
+    for n in report["nodes"]:
+        assert psutil.pid_exists(n["pid"])
+
+
+def test_thousand_messages_arrive_exactly_once(smoke: LocalCluster) -> None:
+    topic = f"persistent://public/default/once-{uuid.uuid4().hex[:8]}"
+    sent = produce(smoke, topic, 1000, "m")
+    got = consume_all(smoke, topic, len(sent))
+    assert len(got) == 1000
+    assert sorted(got) == sorted(sent)
+
+
+def test_up_twice_changes_nothing(smoke: LocalCluster) -> None:
+    pids = {name: rec.pid for name, rec in smoke.state.nodes.items()}
+    result = runner.invoke(app, ["up", "--topology", "smoke", "--state-dir", str(smoke.state_dir)])
+    assert result.exit_code == 0, result.output
+    assert "already running" in result.stdout
+    again = LocalCluster.open(smoke.state_dir)
+    assert {name: rec.pid for name, rec in again.state.nodes.items()} == pids
+
+
+def test_losing_one_bookie_keeps_producing_and_it_rejoins(smoke: LocalCluster) -> None:
+    state = str(smoke.state_dir)
+    result = runner.invoke(app, ["node", "kill", "bk1", "--state-dir", state])
+    assert result.exit_code == 0, result.output
+    smoke.state = LocalCluster.open(smoke.state_dir).state
+    assert not smoke.alive("bk1")
+
+    topic = f"persistent://public/default/bookie-loss-{uuid.uuid4().hex[:8]}"
+    sent = produce(smoke, topic, 200, "k")  # E=2 of the 2 bookies left
+    assert sorted(consume_all(smoke, topic, len(sent))) == sorted(sent)
+
+    result = runner.invoke(app, ["node", "start", "bk1", "--state-dir", state])
+    assert result.exit_code == 0, result.output
+    smoke.state = LocalCluster.open(smoke.state_dir).state
+    rw = smoke.wait_writable_bookies  # all three registered as writable again
+    smoke.topo.cluster("smoke").persistence.ensemble = 3
+    try:
+        rw("smoke")
+    finally:
+        smoke.topo.cluster("smoke").persistence.ensemble = 2
+    status = json.loads(runner.invoke(app, ["status", "--json", "--state-dir", state]).stdout)
+    assert all(n["ready"] for n in status["nodes"])
