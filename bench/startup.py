@@ -34,12 +34,9 @@ def main() -> None:
         print(f"run {i + 1}: ready in {m.seconds:.1f} s, peak RSS {m.peak_rss_bytes / GIB:.2f} GiB over {m.nodes} nodes")
     secs = statistics.median(m.seconds for m in results)
     peak = max(m.peak_rss_bytes for m in results) / GIB
-    print(
-        f"\n{args.topology}: up -> ready      {secs:6.1f} s    target {args.target_seconds:5.1f} s   ratio {secs / args.target_seconds:.2f}"
-    )
-    print(
-        f"{args.topology}: peak RSS (nodes) {peak:6.2f} GiB  target {args.target_gib:5.2f} GiB ratio {peak / args.target_gib:.2f}"
-    )
+    t_s, t_g = args.target_seconds, args.target_gib
+    print(f"\n{args.topology}: up -> ready      {secs:6.1f} s    target {t_s:5.1f} s   ratio {secs / t_s:.2f}")
+    print(f"{args.topology}: peak RSS (nodes) {peak:6.2f} GiB  target {t_g:5.2f} GiB ratio {peak / t_g:.2f}")
 
 
 if __name__ == "__main__":
