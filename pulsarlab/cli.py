@@ -121,6 +121,144 @@ def down(
     out.print(f"stopped {len(stopped)} nodes" + (" (data kept)" if keep_data else ""))
 
 
+workload_app = typer.Typer(no_args_is_help=True, help="Drive recorded traffic through the running cluster.")
+app.add_typer(workload_app, name="workload")
+
+
+@workload_app.command("run")
+@reported
+def workload_run(
+    out_dir: Annotated[Path, typer.Option("--out", help="history folder for this run (must be new or empty)")],
+    topic: Annotated[str, typer.Option(help="full topic name (default: in the topology's first namespace)")] = "",
+    partitions: Annotated[int, typer.Option(help="0 = non-partitioned")] = 0,
+    producers: int = 1,
+    consumers: int = 1,
+    subscription: str = "pulsarlab",
+    subscription_type: Annotated[str, typer.Option(help="exclusive|failover|shared|key_shared")] = "shared",
+    keys: int = 100,
+    rate: Annotated[float, typer.Option(help="messages/s over all producers; 0 = unthrottled")] = 1000.0,
+    message_size: Annotated[int, typer.Option(help="bytes")] = 256,
+    duration: Annotated[float, typer.Option(help="seconds of producing")] = 10.0,
+    batching: bool = True,
+    deduplication: Annotated[bool, typer.Option(help="broker-side producer deduplication")] = False,
+    cluster: Annotated[str | None, typer.Option(help="cluster to connect to (default: the first)")] = None,
+    region: Annotated[str | None, typer.Option(help="region the clients stand in, recorded in the history")] = None,
+    state_dir: StateDirOpt = None,
+) -> None:
+    """Produce and consume while recording every send, ack and delivery; then read storage back."""
+    from rich.live import Live
+
+    try:
+        cfg = ops.WorkloadConfig(topic, partitions, producers, consumers, subscription, subscription_type, keys, rate,
+                                 message_size, duration, batching, deduplication)
+    except ValueError as exc:
+        err.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+
+    def line(c) -> str:
+        return (f"sent {c.invoked}  acked {c.acked}  failed {c.failed}  unknown {c.unknown}  "
+                f"in flight {c.in_flight}  received {c.received}  stored {c.stored}")
+
+    with Live("", console=err, refresh_per_second=4, transient=True) as live:
+        result = ops.workload_run(state_dir, cfg, out_dir, cluster, region, tick=lambda c: live.update(line(c)))
+    out.print(line(result.counters))
+    out.print(f"history in {result.out} ({result.send_rate:.0f} acked sends/s); check it with: pulsarlab verify {result.out}")
+
+
+@app.command("verify")
+@reported
+def verify_cmd(
+    directory: Annotated[Path, typer.Argument(help="a history folder written by 'workload run'")],
+    as_json: JsonOpt = False,
+    master: Annotated[str | None, typer.Option(help="Spark master URL (default local[*])")] = None,
+    expect: Annotated[Path | None, typer.Option(help="YAML/JSON of the checks allowed to be non-zero")] = None,
+) -> None:
+    """Check a history with PySpark: lost, duplicated, unexpected, reordered, never delivered."""
+    verdict = ops.verify_history(directory, master, expect)
+    if as_json:
+        print(json.dumps(verdict.to_json(), indent=2))
+    else:
+        out.print(verdict.render_table())
+    if not verdict.ok:
+        raise typer.Exit(1)
+
+
+inspect_app = typer.Typer(no_args_is_help=True, help="Look at where the running cluster keeps things.")
+app.add_typer(inspect_app, name="inspect")
+
+
+def _cell(value) -> str:
+    return "-" if value is None else (json.dumps(value) if isinstance(value, dict | list) else str(value))
+
+
+@app.command("configure")
+@reported
+def configure_cmd(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="show the differences, change nothing")] = False,
+    state_dir: StateDirOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Reconcile the running cluster with its topology over the admin REST API."""
+    report = ops.configure(state_dir, dry_run, say=_say)
+    if as_json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return
+    if not report.changes:
+        out.print("nothing to change: the cluster matches its topology")
+        return
+    table = Table("cluster", "object", "field", "current", "desired", "action",
+                  title="differences" + (" (dry run: nothing changed)" if dry_run else " (fixed)"))
+    for c in report.changes:
+        table.add_row(c.cluster, c.object, c.field, _cell(c.current), _cell(c.desired), c.action)
+    out.print(table)
+    if report.restarted:
+        out.print(f"restarted one at a time: {', '.join(report.restarted)}")
+
+
+@inspect_app.command("placement")
+@reported
+def inspect_placement(
+    topic: Annotated[str | None, typer.Option(help="one topic, e.g. persistent://mytenant/eu/orders")] = None,
+    state_dir: StateDirOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Owner broker and region of each topic, and the regions of every ledger's copies."""
+    report = ops.inspect_placement(state_dir, topic)
+    if as_json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        table = Table("topic", "owner", "region", "ledger", "entries", "ensembles", "regions", "under-repl.")
+        for t in report.topics:
+            owner = f"{t.owner_region}" + (f" (home {t.home_region})" if t.home_region else "")
+            for i, led in enumerate(t.ledgers or [None]):
+                cells = ["-"] * 5 if led is None else [
+                    str(led.ledger_id), str(led.entries),
+                    "; ".join(f"{k}: {', '.join(v)}" for k, v in led.ensembles.items()),
+                    ", ".join(led.regions), "yes" if led.under_replicated else "no",
+                ]
+                table.add_row(t.topic if i == 0 else "", t.owner if i == 0 else "", owner if i == 0 else "", *cells)
+        out.print(table)
+        for f in report.flags:
+            err.print(f"[bold red]flag:[/] {f}", highlight=False)
+    if report.flags:
+        raise typer.Exit(4)
+
+
+@inspect_app.command("bookies")
+@reported
+def inspect_bookies(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
+    """Entries and bytes each bookie has written and read (its own Prometheus counters)."""
+    rows = ops.inspect_bookies(state_dir)
+    if as_json:
+        print(json.dumps([r.__dict__ for r in rows], indent=2))
+        return
+    table = Table("bookie", "region", "id", "entries added", "entries read", "bytes written", "bytes read")
+    for r in rows:
+        table.add_row(r.node, r.region, r.bookie_id, f"{r.added_entries:.0f}", f"{r.read_entries:.0f}",
+                      f"{r.written_bytes:.0f}", f"{r.read_bytes:.0f}")
+    out.print(table)
+
+
 def _node_cmd(action: str):
     def cmd(name: Annotated[str, typer.Argument(help="node name, e.g. bk1")], state_dir: StateDirOpt = None) -> None:
         ops.node_action(state_dir, name, action, say=_say)

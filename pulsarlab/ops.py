@@ -7,12 +7,16 @@ from dataclasses import asdict
 from pathlib import Path
 
 from pulsarlab import render as rendering
+from pulsarlab.admin import metrics, placement, reconcile
+from pulsarlab.admin.client import AdminClient
+from pulsarlab.admin.reconcile import Report
 from pulsarlab.errors import StateError
 from pulsarlab.runtime import distribution
 from pulsarlab.runtime.local import LocalCluster, Say, UpResult, timeout
 from pulsarlab.runtime.roundtrip import roundtrip
 from pulsarlab.runtime.state import ClusterState
-from pulsarlab.topology import load
+from pulsarlab.topology import load, namespace_clusters
+from pulsarlab.workload.run import Target, Workload, WorkloadConfig, WorkloadResult
 
 STATE_ROOT = Path(".pulsarlab")
 RUNTIMES = ("local",)
@@ -47,10 +51,15 @@ def render_topology(topology: str, out_dir: Path, runtime: str = "local", dist: 
 
 
 def e2e_check(cluster: LocalCluster) -> None:
-    """Every cluster passes a real produce-and-consume."""
-    for c in cluster.topo.clusters:
-        secs = roundtrip(c.name, cluster.topo.service_url(c.name), timeout("e2e"))
-        cluster.say(f"cluster {c.name}: message produced and consumed ({secs:.1f}s)")
+    """Every cluster passes a real produce-and-consume, in the topology's first namespace on it.
+
+    Not ``public/default``: once isolation policies make every broker a primary of some namespace
+    (as in ``sync``), Pulsar has no shared broker left for namespaces without a policy."""
+    topo = cluster.topo
+    for c in topo.clusters:
+        topic = default_topic(cluster, c.name).replace("pulsarlab-workload", "pulsarlab-ready")
+        secs = roundtrip(c.name, topo.service_url(c.name), timeout("e2e"), topic=topic)
+        cluster.say(f"cluster {c.name}: message produced and consumed on {topic} ({secs:.1f}s)")
 
 
 def up(
@@ -61,10 +70,41 @@ def up(
     state_dir = state_dir or STATE_ROOT / topo.name
     cluster = LocalCluster(topo, state_dir, None, say)
     if all(cluster.alive(n.name) for n in topo.nodes) and ClusterState.load(cluster.state_dir):
-        return cluster.up(), cluster  # reports "already running" without touching anything
+        result = cluster.up()  # reports "already running" without touching anything
+        configure_cluster(cluster, say=say)  # a no-op when nothing drifted
+        return result, cluster
     cluster.dist = distribution.resolve(dist)
     say(f"Pulsar {cluster.dist.version} from {cluster.dist.home} (Java {cluster.dist.java.major})")
-    return cluster.up(check=e2e_check), cluster
+    # configure as soon as one broker is up: the others then start with their racks in place and
+    # need no restart to learn their region
+    return cluster.up(check=e2e_and_configure, seed=lambda c: configure_cluster(c, say=c.say)), cluster
+
+
+def e2e_and_configure(cluster: LocalCluster) -> None:
+    """A fresh cluster gets the topology's desired state, then passes a real produce-and-consume."""
+    configure_cluster(cluster, say=cluster.say)
+    e2e_check(cluster)
+
+
+def configure_cluster(cluster: LocalCluster, dry_run: bool = False, say: Say = _quiet) -> Report:
+    report = reconcile.configure(cluster, dry_run, say)
+    if report.changes:
+        say(f"configure: {len(report.changes)} difference(s) {'found' if dry_run else 'fixed'} "
+            f"in {report.seconds:.1f}s" + (f", restarted {', '.join(report.restarted)}" if report.restarted else ""))
+    return report
+
+
+def configure(state_dir: Path | None, dry_run: bool = False, say: Say = _quiet) -> Report:
+    """Reconcile the running cluster with its topology over the admin REST API."""
+    return configure_cluster(open_cluster(state_dir, say), dry_run, say)
+
+
+def inspect_placement(state_dir: Path | None, topic: str | None = None) -> placement.PlacementReport:
+    return placement.inspect(open_cluster(state_dir), topic)
+
+
+def inspect_bookies(state_dir: Path | None) -> list[metrics.BookieCounters]:
+    return metrics.snapshot(open_cluster(state_dir))
 
 
 def open_cluster(state_dir: Path | None, say: Say = _quiet, need_dist: bool = False) -> LocalCluster:
@@ -114,3 +154,54 @@ def node_action(state_dir: Path | None, name: str, action: str, say: Say = _quie
         say(f"{name} resumed")
     else:
         raise StateError(f"unknown node action {action!r}")
+
+
+def workload_target(cluster: LocalCluster, cluster_name: str | None, region: str | None) -> Target:
+    """Producers and consumers connect to one cluster; storage is read back on every cluster."""
+    topo = cluster.topo
+    name = cluster_name or topo.clusters[0].name
+    try:
+        topo.cluster(name)
+    except KeyError:
+        raise StateError(f"no cluster {name!r} in topology {topo.name!r}") from None
+    return Target(name, topo.service_url(name), region, {c.name: topo.service_url(c.name) for c in topo.clusters})
+
+
+def default_topic(cluster: LocalCluster, cluster_name: str) -> str:
+    """A topic in the topology's first namespace on that cluster (``public/default`` may have no
+    broker to own it once isolation policies claim every broker)."""
+    topo = cluster.topo
+    ns = next((n.name for n in topo.namespaces if cluster_name in namespace_clusters(topo, n)), "public/default")
+    return f"persistent://{ns}/pulsarlab-workload"
+
+
+def prepare_topic(cluster: LocalCluster, cluster_name: str, cfg: WorkloadConfig) -> None:
+    """Create the topic (partitioned if asked) and, if asked, turn broker-side deduplication on."""
+    admin = AdminClient(cluster.admin_url(cluster_name))
+    admin.create_topic(cfg.topic, cfg.partitions)
+    if cfg.deduplication:
+        admin.set_deduplication("/".join(cfg.topic.removeprefix("persistent://").split("/")[:2]), True)
+
+
+def workload_run(
+    state_dir: Path | None, cfg: WorkloadConfig, out: Path, cluster_name: str | None = None, region: str | None = None,
+    tick=None,
+) -> WorkloadResult:
+    cluster = open_cluster(state_dir)
+    target = workload_target(cluster, cluster_name, region)
+    if out.exists() and any(out.iterdir()):
+        raise StateError(f"{out} is not empty: every run writes its own history folder")
+    if not cfg.topic:
+        cfg.topic = default_topic(cluster, target.cluster)
+    prepare_topic(cluster, target.cluster, cfg)
+    return Workload(cfg, target, out).run(tick)
+
+
+def verify_history(directory: Path, master: str | None = None, expectations: Path | None = None):
+    """Run the PySpark verifier over a history folder (Spark is imported only here: it is slow to load)."""
+    from pulsarlab.verify import Expectations, verify
+
+    if not directory.is_dir():
+        raise StateError(f"no history folder {directory}")
+    expect = Expectations.load(expectations) if expectations else None
+    return verify(directory, master=master, expect=expect)

@@ -229,22 +229,34 @@ class LocalCluster:
         self.say(f"{node.name} started (pid {proc.pid}, {self.topo.address_of(node)})")
         return rec
 
-    def start_nodes(self, nodes: list[Node]) -> None:
-        """Start nodes tier by tier (ZooKeeper, bookies, brokers), each tier in parallel."""
+    def start_nodes(self, nodes: list[Node], seed: Callable[[LocalCluster], None] | None = None) -> None:
+        """Start nodes tier by tier (ZooKeeper, bookies, brokers), each tier in parallel.
+
+        With ``seed``, one broker per cluster starts first and ``seed`` runs against it before the
+        other brokers start (so they find, for example, the rack map already written)."""
         for role in TIERS:
             tier = [n for n in nodes if n.role == role]
             if not tier:
                 continue
             if role == Role.BOOKIE:
                 self.initialize_metadata()
-            for n in tier:
-                self.spawn(n)
-            with ThreadPoolExecutor(max_workers=len(tier)) as pool:
-                for f in [pool.submit(self.wait_ready, n) for n in tier]:
-                    f.result()
+            if role == Role.BROKER and seed is not None:
+                first = [next(n for n in tier if n.cluster == c) for c in dict.fromkeys(n.cluster for n in tier)]
+                if len(first) < len(tier):
+                    self._start_tier(first)
+                    seed(self)
+                    tier = [n for n in tier if n not in first]
+            self._start_tier(tier)
             if role == Role.BOOKIE:
                 for c in {n.cluster for n in tier}:
                     self.wait_writable_bookies(c)
+
+    def _start_tier(self, tier: list[Node]) -> None:
+        for n in tier:
+            self.spawn(n)
+        with ThreadPoolExecutor(max_workers=len(tier)) as pool:
+            for f in [pool.submit(self.wait_ready, n) for n in tier]:
+                f.result()
 
     def initialize_metadata(self) -> None:
         """Run ``initialize-cluster-metadata`` once per cluster (recorded in the state)."""
@@ -296,8 +308,11 @@ class LocalCluster:
             log_file=self.dirs(probe_node).log_file,
         )
 
-    def up(self, check: Callable[[LocalCluster], None] | None = None) -> UpResult:
-        """Bring every node up and ready; safe to re-run. ``check`` runs once all nodes are ready."""
+    def up(
+        self, check: Callable[[LocalCluster], None] | None = None, seed: Callable[[LocalCluster], None] | None = None
+    ) -> UpResult:
+        """Bring every node up and ready; safe to re-run. ``check`` runs once all nodes are ready;
+        ``seed`` once the first broker of each cluster is (see :meth:`start_nodes`)."""
         t0 = time.monotonic()
         previous = ClusterState.load(self.state_dir)
         if previous is not None:
@@ -322,7 +337,7 @@ class LocalCluster:
         self.state.save(self.state_dir)
         started = [n.name for n in missing]
         try:
-            self.start_nodes(missing)
+            self.start_nodes(missing, seed)
             if check is not None:
                 check(self)
         except BaseException:

@@ -47,31 +47,37 @@ class ProcessRecord:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, sig)
 
-    def terminate(self, timeout: float) -> None:
-        """SIGTERM, then SIGKILL if it is still there after ``timeout`` seconds."""
+    def wait_gone(self, timeout: float) -> bool:
+        """Wait until the process is gone. A zombie counts as gone: its parent (maybe another
+        pulsarlab process) reaps it, not us, so ``psutil.wait`` would block until the timeout."""
+        deadline = time.monotonic() + timeout
+        while self.alive():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+    def terminate(self, timeout: float) -> bool:
+        """SIGTERM, then SIGKILL if it is still there after ``timeout`` seconds; True once gone."""
         p = self.process()
         if p is None:
-            return
+            return True
         try:
             if p.status() == psutil.STATUS_STOPPED:
                 p.send_signal(signal.SIGCONT)
             p.terminate()
-            p.wait(timeout)
-        except psutil.TimeoutExpired:
-            p.kill()
-            p.wait(30)
         except psutil.NoSuchProcess:
-            pass
+            return True
+        return self.wait_gone(timeout) or self.kill()
 
-    def kill(self) -> None:
+    def kill(self) -> bool:
+        """SIGKILL; True once gone."""
         p = self.process()
         if p is None:
-            return
-        try:
+            return True
+        with contextlib.suppress(psutil.NoSuchProcess):
             p.kill()
-            p.wait(30)
-        except psutil.NoSuchProcess:
-            pass
+        return self.wait_gone(30)
 
 
 @dataclass

@@ -43,11 +43,12 @@ def cluster_pool():
         shutil.rmtree(pool.root, ignore_errors=True)
 
 
-@pytest.fixture
+# module scope: a module's tests share one cluster; the pool switches topology between modules
+@pytest.fixture(scope="module")
 def smoke(cluster_pool: ClusterPool) -> LocalCluster:
     return cluster_pool.get("smoke")
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def sync(cluster_pool: ClusterPool) -> LocalCluster:
     return cluster_pool.get("sync")

@@ -68,7 +68,7 @@ def test_status_shows_every_node_ready(smoke: LocalCluster) -> None:
 
 
 def test_thousand_messages_arrive_exactly_once(smoke: LocalCluster) -> None:
-    topic = f"persistent://public/default/once-{uuid.uuid4().hex[:8]}"
+    topic = f"persistent://smoke/test/once-{uuid.uuid4().hex[:8]}"
     sent = produce(smoke, topic, 1000, "m")
     got = consume_all(smoke, topic, len(sent))
     assert len(got) == 1000
@@ -91,7 +91,7 @@ def test_losing_one_bookie_keeps_producing_and_it_rejoins(smoke: LocalCluster) -
     smoke.state = LocalCluster.open(smoke.state_dir).state
     assert not smoke.alive("bk1")
 
-    topic = f"persistent://public/default/bookie-loss-{uuid.uuid4().hex[:8]}"
+    topic = f"persistent://smoke/test/bookie-loss-{uuid.uuid4().hex[:8]}"
     sent = produce(smoke, topic, 200, "k")  # E=2 of the 2 bookies left
     assert sorted(consume_all(smoke, topic, len(sent))) == sorted(sent)
 

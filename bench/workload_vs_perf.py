@@ -1,0 +1,75 @@
+"""Our recording producer against ``pulsar-perf produce`` on the same smoke cluster, in one run.
+
+Same message size, same batching window, same outstanding-message limit, one producer each,
+unthrottled, one after the other against the same topic namespace. Prints both message rates and
+their ratio (target: ours >= 0.8 of pulsar-perf, while recording every event).
+Run: ``python bench/workload_vs_perf.py [--seconds 20] [--size 256] [--rounds 2]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import tempfile
+import uuid
+from pathlib import Path
+
+from pulsarlab import ops
+from pulsarlab.workload.run import WorkloadConfig
+
+
+def perf_rate(cluster, topic: str, seconds: int, size: int, batching: bool) -> float:
+    dist = cluster.dist
+    cmd = [str(dist.pulsar_perf), "produce", "-u", cluster.topo.service_url("smoke"), "-r", "10000000", "-s", str(size),
+           "-n", "1", "-o", "1000", "-time", str(seconds), "-i", "5"]
+    cmd += ["-b", "5"] if batching else ["-db"]
+    env = dict(os.environ, PULSAR_MEM="-Xms64m -Xmx256m")
+    if dist.java.home:
+        env["JAVA_HOME"] = str(dist.java.home)
+    proc = subprocess.run([*cmd, topic], capture_output=True, text=True, env=env, timeout=seconds + 120)
+    text = proc.stdout + proc.stderr
+    m = re.search(r"Aggregated throughput stats --- (\d+) records sent --- ([\d.,]+) msg/s", text)
+    if not m:
+        raise SystemExit(f"could not read pulsar-perf's result (exit {proc.returncode}):\n{text[-2000:]}")
+    return float(m.group(2).replace(",", ""))
+
+
+def ours_rate(cluster, topic: str, seconds: int, size: int, batching: bool) -> float:
+    cfg = WorkloadConfig(topic, producers=1, consumers=0, rate=0, message_size=size, duration=seconds, batching=batching)
+    out = Path(tempfile.mkdtemp(prefix="pulsarlab-wl-")) / "run"
+    result = ops.workload_run(cluster.state_dir, cfg, out)
+    return result.send_rate
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--seconds", type=int, default=20)
+    ap.add_argument("--size", type=int, default=256)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--no-batching", action="store_true")
+    args = ap.parse_args()
+    batching = not args.no_batching
+    state = Path(tempfile.mkdtemp(prefix="pulsarlab-bench-")) / "smoke"
+    _, cluster = ops.up("smoke", state_dir=state)
+    try:
+        cluster.dist = ops.distribution.resolve(cluster.state.distribution)
+        perf, ours = [], []
+        for r in range(args.rounds):
+            run = (args.seconds, args.size, batching)
+            perf.append(perf_rate(cluster, f"persistent://public/default/perf-{uuid.uuid4().hex[:6]}", *run))
+            ours.append(ours_rate(cluster, f"persistent://public/default/ours-{uuid.uuid4().hex[:6]}", *run))
+            print(f"round {r + 1}: pulsar-perf {perf[-1]:10.0f} msg/s   pulsarlab {ours[-1]:10.0f} msg/s")
+    finally:
+        cluster.down()
+    p, o = statistics.median(perf), statistics.median(ours)
+    print(f"\nsize {args.size} B, batching {'on' if batching else 'off'}, {args.seconds} s x {args.rounds} rounds, median:")
+    print(f"pulsar-perf produce      {p:10.0f} msg/s")
+    print(f"pulsarlab workload       {o:10.0f} msg/s  (recording every event)")
+    print(f"ratio pulsarlab/perf     {o / p:10.2f}   target >= 0.80")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""What the verifier returns: checks, metrics and the overall verdict, plus what a run may allow."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from rich.table import Table
+
+MAX_EXAMPLES: Final = 20
+
+CHECKS: Final[tuple[str, ...]] = (
+    "lost",
+    "never_delivered",
+    "duplicated_in_storage",
+    "duplicated_delivery",
+    "unexpected",
+    "failed_but_stored",
+    "order_violations_producer",
+    "order_violations_key",
+    "recovered",
+)
+"""Every check the verifier runs, in report order."""
+
+DEFAULT_FORBIDDEN: Final[frozenset[str]] = frozenset(CHECKS) - {"order_violations_key", "recovered"}
+"""Checks that fail a run when non-zero unless a run's expectations say otherwise.
+
+``order_violations_key`` is allowed by default (Shared subscriptions reorder legitimately);
+``recovered`` is informational and can never fail a run.
+"""
+
+INFORMATIONAL: Final[frozenset[str]] = frozenset({"recovered"})
+
+
+@dataclass(frozen=True)
+class Expectations:
+    """Which checks must come out at zero for the run to pass."""
+
+    forbidden: frozenset[str] = DEFAULT_FORBIDDEN
+
+    def __post_init__(self) -> None:
+        unknown = set(self.forbidden) - set(CHECKS)
+        if unknown:
+            raise ValueError(f"unknown checks in expectations: {sorted(unknown)}; known: {list(CHECKS)}")
+        if self.forbidden & INFORMATIONAL:
+            raise ValueError(f"informational checks cannot be forbidden: {sorted(self.forbidden & INFORMATIONAL)}")
+
+    def allows(self, check: str) -> bool:
+        return check not in self.forbidden
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> Expectations:
+        """``{"forbid": [...], "allow": [...]}`` applied on top of the defaults.
+
+        ``forbid_only: [...]`` replaces the default set instead.
+        """
+        unknown_keys = set(data) - {"forbid", "allow", "forbid_only"}
+        if unknown_keys:
+            raise ValueError(f"unknown expectation keys: {sorted(unknown_keys)}")
+        base = set(data["forbid_only"]) if "forbid_only" in data else set(DEFAULT_FORBIDDEN)
+        forbidden = (base | set(data.get("forbid", ()))) - set(data.get("allow", ()))
+        return cls(frozenset(forbidden))
+
+    @classmethod
+    def load(cls, path: str | Path) -> Expectations:
+        """Read overrides from a JSON or YAML file (same keys as :meth:`from_mapping`)."""
+        text = Path(path).read_text()
+        if str(path).endswith((".yaml", ".yml")):
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+        else:
+            data = json.loads(text)
+        return cls.from_mapping(data)
+
+
+@dataclass
+class Check:
+    """One check's outcome: how many anomalies, a few of them, and whether any are allowed."""
+
+    name: str
+    count: int
+    examples: list[dict[str, Any]] = field(default_factory=list)
+    allowed: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return self.allowed or self.count == 0
+
+
+@dataclass
+class Verdict:
+    """The verifier's answer for one run directory."""
+
+    directory: str
+    checks: list[Check]
+    metrics: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    def check(self, name: str) -> Check:
+        for c in self.checks:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def counts(self) -> dict[str, int]:
+        return {c.name: c.count for c in self.checks}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "directory": self.directory,
+            "seconds": round(self.seconds, 3),
+            "checks": [{**asdict(c), "passed": c.passed} for c in self.checks],
+            "metrics": self.metrics,
+            "notes": self.notes,
+        }
+
+    def write(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.write_text(json.dumps(self.to_json(), indent=2, sort_keys=False) + "\n")
+        return path
+
+    def render_table(self) -> Table:
+        """Checks first, then the headline metrics."""
+        table = Table(title=f"verdict: {'PASS' if self.ok else 'FAIL'}  ({self.directory})")
+        table.add_column("check / metric")
+        table.add_column("value", justify="right")
+        table.add_column("status")
+        table.add_column("first example", overflow="fold")
+        for c in self.checks:
+            status = "[green]ok[/]" if c.count == 0 else ("[yellow]allowed[/]" if c.passed else "[red]FAIL[/]")
+            first = json.dumps(c.examples[0], sort_keys=True) if c.examples else ""
+            table.add_row(c.name, str(c.count), status, first)
+        table.add_section()
+        for name, value in _flatten(self.metrics):
+            table.add_row(name, _fmt(value), "", "")
+        return table
+
+
+def _flatten(metrics: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
+    for name, value in metrics.items():
+        if isinstance(value, Mapping):
+            yield from _flatten(value, f"{prefix}{name}.")
+        else:
+            yield f"{prefix}{name}", value
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.3f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)

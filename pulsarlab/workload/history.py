@@ -1,0 +1,240 @@
+"""The run history: one row per client event, Jepsen style, stored as Parquet.
+
+Every process of a run (each producer, each consumer, the final reader) owns one part of the
+run directory. While it runs, a part is an Arrow IPC *journal* (``<part>.arrows``) to which a
+record batch is appended and flushed every ``flush_rows`` rows or ``flush_seconds`` seconds, so a
+crash or ``kill -9`` loses at most the batch that was not flushed yet. ``close()`` turns the
+journal into ``<part>.parquet``; a journal left behind by a dead process is salvaged (every
+complete batch) by :func:`recover_journals`, which :func:`read_history` and the verifier run first.
+
+The format is public and documented in ``docs/history.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+
+SCHEMA: Final[pa.Schema] = pa.schema(
+    [
+        pa.field("op", pa.string(), nullable=False),
+        pa.field("type", pa.string()),
+        pa.field("producer", pa.string()),
+        pa.field("seq", pa.int64()),
+        pa.field("key", pa.string()),
+        pa.field("payload_hash", pa.string()),
+        pa.field("message_id", pa.string()),
+        pa.field("topic", pa.string()),
+        pa.field("consumer", pa.string()),
+        pa.field("subscription", pa.string()),
+        pa.field("redelivery_count", pa.int32()),
+        pa.field("cluster", pa.string()),
+        pa.field("region", pa.string()),
+        pa.field("node", pa.string()),
+        pa.field("ts", pa.int64(), nullable=False),
+        pa.field("publish_ts", pa.int64()),
+        pa.field("read_index", pa.int64()),
+        pa.field("error", pa.string()),
+    ]
+)
+"""The one schema every event kind shares; columns an event does not use are null."""
+
+COLUMNS: Final[tuple[str, ...]] = tuple(SCHEMA.names)
+OPS: Final[frozenset[str]] = frozenset({"send", "receive", "ack", "nack", "read"})
+SEND_TYPES: Final[frozenset[str]] = frozenset({"invoke", "ok", "fail", "info"})
+JOURNAL_SUFFIX: Final = ".arrows"
+PART_SUFFIX: Final = ".parquet"
+
+
+class HistoryWriter:
+    """Appends events to one part of a run directory, flushing as it goes.
+
+    ``append`` is thread-safe (producer callbacks run on client threads). A background thread
+    flushes buffered rows at least every ``flush_seconds`` even when nothing else is appended.
+    Use as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        part_name: str,
+        *,
+        flush_rows: int = 10_000,
+        flush_seconds: float = 0.5,
+    ) -> None:
+        if not part_name or "/" in part_name or part_name.startswith((".", "_")):
+            raise ValueError(f"invalid part name {part_name!r}: no '/', must not start with '.' or '_'")
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.part_name = part_name
+        self.journal_path = self.directory / f"{part_name}{JOURNAL_SUFFIX}"
+        self.parquet_path = self.directory / f"{part_name}{PART_SUFFIX}"
+        for existing in (self.journal_path, self.parquet_path):
+            if existing.exists():
+                raise FileExistsError(f"history part already exists: {existing}")
+        self.flush_rows = flush_rows
+        self.flush_seconds = flush_seconds
+        self.rows_written = 0
+        self._lock = threading.Lock()
+        self._buffer: dict[str, list[Any]] = {name: [] for name in COLUMNS}
+        self._buffered = 0
+        self._closed = False
+        self._sink = open(self.journal_path, "wb")  # noqa: SIM115 - closed in close()
+        self._stream = ipc.new_stream(self._sink, SCHEMA)
+        self._sink.flush()
+        self._stop = threading.Event()
+        self._flusher = threading.Thread(target=self._flush_periodically, name=f"history-{part_name}", daemon=True)
+        self._flusher.start()
+
+    def append(self, **fields: Any) -> None:
+        """Buffer one event. ``op`` is required; ``ts`` defaults to now (ns since the epoch)."""
+        op = fields.get("op")
+        if op not in OPS:
+            raise ValueError(f"op must be one of {sorted(OPS)}, got {op!r}")
+        kind = fields.get("type")
+        if op == "send" and kind not in SEND_TYPES:
+            raise ValueError(f"a send needs type in {sorted(SEND_TYPES)}, got {kind!r}")
+        if op != "send" and kind is not None:
+            raise ValueError(f"type is only for sends, got type={kind!r} on op={op!r}")
+        unknown = fields.keys() - self._buffer.keys()
+        if unknown:
+            raise TypeError(f"unknown history columns: {sorted(unknown)}")
+        if fields.get("ts") is None:
+            fields["ts"] = time.time_ns()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"history writer {self.part_name} is closed")
+            for name, column in self._buffer.items():
+                column.append(fields.get(name))
+            self._buffered += 1
+            if self._buffered >= self.flush_rows:
+                self._flush_locked()
+
+    def flush(self) -> None:
+        """Write buffered rows to the journal and hand them to the OS."""
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        if not self._buffered:
+            return
+        batch = pa.record_batch([pa.array(self._buffer[name], type=SCHEMA.field(name).type) for name in COLUMNS], schema=SCHEMA)
+        self._stream.write_batch(batch)
+        self._sink.flush()
+        self.rows_written += self._buffered
+        self._buffer = {name: [] for name in COLUMNS}
+        self._buffered = 0
+
+    def _flush_periodically(self) -> None:
+        while not self._stop.wait(self.flush_seconds):
+            with self._lock:
+                if self._closed:
+                    return
+                self._flush_locked()
+
+    def close(self) -> Path:
+        """Flush, stop the flusher and turn the journal into ``<part>.parquet``; idempotent."""
+        with self._lock:
+            if self._closed:
+                return self.parquet_path
+            self._flush_locked()
+            self._closed = True
+            self._stream.close()
+            self._sink.close()
+        self._stop.set()
+        self._flusher.join()
+        _journal_to_parquet(self.journal_path)
+        return self.parquet_path
+
+    def __enter__(self) -> HistoryWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def read_journal(path: str | os.PathLike[str]) -> pa.Table:
+    """Every complete batch of a journal, also one whose writer died mid-batch."""
+    batches: list[pa.RecordBatch] = []
+    with open(path, "rb") as source:
+        try:
+            reader = ipc.open_stream(source)
+        except (pa.ArrowInvalid, OSError):  # died before the schema reached the disk
+            return SCHEMA.empty_table()
+        while True:
+            try:
+                batches.append(reader.read_next_batch())
+            except StopIteration:
+                break
+            except (pa.ArrowInvalid, OSError):  # truncated tail: the unflushed batch
+                break
+    return pa.Table.from_batches(batches, schema=SCHEMA)
+
+
+def _journal_to_parquet(journal: Path) -> Path:
+    target = journal.with_suffix(PART_SUFFIX)
+    partial = journal.with_name(f".{journal.stem}.parquet.tmp")
+    pq.write_table(read_journal(journal), partial, compression="zstd")
+    os.replace(partial, target)
+    journal.unlink()
+    return target
+
+
+def recover_journals(directory: str | os.PathLike[str]) -> list[Path]:
+    """Turn journals left by writers that never closed (crash, SIGKILL) into Parquet parts.
+
+    Only call this once the run's processes are gone: a live writer's journal would be taken.
+    Returns the Parquet files written.
+    """
+    return [_journal_to_parquet(j) for j in sorted(Path(directory).glob(f"*{JOURNAL_SUFFIX}"))]
+
+
+def part_files(directory: str | os.PathLike[str]) -> list[Path]:
+    """The Parquet parts of a run directory, sorted (``verdict.json`` and the like are not parts)."""
+    return sorted(p for p in Path(directory).glob(f"*{PART_SUFFIX}") if not p.name.startswith((".", "_")))
+
+
+def read_history(directory: str | os.PathLike[str], *, recover: bool = True) -> pa.Table:
+    """The whole history of a run as one table with :data:`SCHEMA`.
+
+    With ``recover`` (the default) journals of writers that never closed are first salvaged.
+    """
+    if recover:
+        recover_journals(directory)
+    tables = [pq.read_table(p, schema=SCHEMA) for p in part_files(directory)]
+    return pa.concat_tables(tables) if tables else SCHEMA.empty_table()
+
+
+def conform(table: pa.Table) -> pa.Table:
+    """The same rows with exactly :data:`SCHEMA`: columns cast and ordered, missing ones null."""
+    if table.schema == SCHEMA:
+        return table
+    present = set(table.schema.names)
+    return pa.Table.from_arrays(
+        [table.column(f.name).cast(f.type) if f.name in present else pa.nulls(table.num_rows, f.type) for f in SCHEMA],
+        schema=SCHEMA,
+    )
+
+
+def write_table(directory: str | os.PathLike[str], part_name: str, rows: Iterable[dict[str, Any]] | pa.Table) -> Path:
+    """Write a whole part at once (generators, tests, the final reader); missing columns are null."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    table = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(list(rows), schema=SCHEMA)
+    target = directory / f"{part_name}{PART_SUFFIX}"
+    pq.write_table(conform(table), target, compression="zstd")
+    return target
