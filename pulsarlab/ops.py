@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 from dataclasses import asdict
 from pathlib import Path
+
+import pulsar
 
 from pulsarlab import render as rendering
 from pulsarlab.admin import metrics, placement, reconcile
@@ -13,6 +16,7 @@ from pulsarlab.admin.reconcile import Report
 from pulsarlab.errors import StateError
 from pulsarlab.runtime import distribution
 from pulsarlab.runtime.local import LocalCluster, Say, UpResult, timeout
+from pulsarlab.runtime.roundtrip import client as pulsar_client
 from pulsarlab.runtime.roundtrip import roundtrip
 from pulsarlab.runtime.state import ClusterState
 from pulsarlab.topology import load, namespace_clusters
@@ -194,7 +198,30 @@ def workload_run(
     if not cfg.topic:
         cfg.topic = default_topic(cluster, target.cluster)
     prepare_topic(cluster, target.cluster, cfg)
-    return Workload(cfg, target, out).run(tick)
+    with audit_subscription(target.service_url, cfg.topic):
+        return Workload(cfg, target, out).run(tick)
+
+
+@contextlib.contextmanager
+def audit_subscription(service_url: str, topic: str, name: str = "pulsarlab-audit"):
+    """Hold a durable subscription at the earliest position for the whole run, so that ledgers
+    every other subscription has acknowledged are not trimmed before the storage view is read
+    (without it, default retention deletes them and the read-back would call them lost)."""
+    c = pulsar_client(service_url)
+    try:
+        c.subscribe(topic, name, initial_position=pulsar.InitialPosition.Earliest).close()
+    finally:
+        c.close()
+    try:
+        yield
+    finally:
+        c = pulsar_client(service_url)
+        try:
+            c.subscribe(topic, name).unsubscribe()
+        except Exception:  # noqa: BLE001 - best effort: a leftover subscription only keeps data longer
+            pass
+        finally:
+            c.close()
 
 
 def verify_history(directory: Path, master: str | None = None, expectations: Path | None = None):

@@ -1,11 +1,20 @@
-"""Shared test plumbing: tiers run in order (unit, cluster, scenario) and each tier's wall time is printed."""
+"""Shared test plumbing: tiers run in order (unit, cluster, scenario), each tier's wall time is printed,
+and one real cluster at a time is shared by the tests that ask for its topology, always taken down."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
+import yaml
+
+from pulsarlab import ops
+from pulsarlab.runtime.local import LocalCluster
+from pulsarlab.topology import BUILTIN_DIR
 
 TIERS = ("unit", "cluster", "scenarios")
 _spans: dict[str, list[float]] = {}
@@ -52,3 +61,50 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
             terminalreporter.write_line(f"{t:9s} {_counts[t]:4d} tests  {b - a:7.1f} s")
         else:
             terminalreporter.write_line(f"{t:9s}    0 tests")
+
+class ClusterPool:
+    """Keeps at most one running cluster; asking for another topology takes the current one down."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="pulsarlab-tests-"))
+        self.current: LocalCluster | None = None
+
+    def get(self, topology: str) -> LocalCluster:
+        if self.current is not None and self.current.topo.name == topology:
+            return self.current
+        self.close()
+        ref = topology
+        prefix = os.environ.get("PULSARLAB_TEST_ADDRESS_PREFIX")  # run beside another cluster
+        if prefix:
+            data = yaml.safe_load((BUILTIN_DIR / f"{topology}.yaml").read_text())
+            ref = str(self.root / f"{topology}.yaml")
+            Path(ref).write_text(yaml.safe_dump({**data, "address_prefix": prefix}))
+        _, cluster = ops.up(ref, state_dir=self.root / topology, say=print)
+        self.current = cluster
+        return cluster
+
+    def close(self) -> None:
+        if self.current is not None:
+            cluster, self.current = self.current, None
+            cluster.down()
+
+
+@pytest.fixture(scope="session")
+def cluster_pool():
+    pool = ClusterPool()
+    try:
+        yield pool
+    finally:
+        pool.close()
+        shutil.rmtree(pool.root, ignore_errors=True)
+
+
+# module scope: a module's tests share one cluster; the pool switches topology between modules
+@pytest.fixture(scope="module")
+def smoke(cluster_pool: ClusterPool) -> LocalCluster:
+    return cluster_pool.get("smoke")
+
+
+@pytest.fixture(scope="module")
+def sync(cluster_pool: ClusterPool) -> LocalCluster:
+    return cluster_pool.get("sync")

@@ -62,7 +62,8 @@ def test_status_shows_every_node_ready(smoke: LocalCluster) -> None:
     assert report["name"] == "smoke" and report["runtime"] == "local"
     assert {n["name"] for n in report["nodes"]} == {"zk", "bk1", "bk2", "bk3", "pulsar1"}
     assert all(n["ready"] and n["pid"] for n in report["nodes"])
-    assert report["clusters"] == [{"name": "smoke", "service_url": "pulsar://127.0.1.5:6650", "web_url": "http://127.0.1.5:8080"}]
+    broker = smoke.topo.address_of(smoke.topo.node("pulsar1"))
+    assert report["clusters"] == [{"name": "smoke", "service_url": f"pulsar://{broker}:6650", "web_url": f"http://{broker}:8080"}]
     for n in report["nodes"]:
         assert psutil.pid_exists(n["pid"])
 
@@ -77,7 +78,7 @@ def test_thousand_messages_arrive_exactly_once(smoke: LocalCluster) -> None:
 
 def test_up_twice_changes_nothing(smoke: LocalCluster) -> None:
     pids = {name: rec.pid for name, rec in smoke.state.nodes.items()}
-    result = runner.invoke(app, ["up", "--topology", "smoke", "--state-dir", str(smoke.state_dir)])
+    result = runner.invoke(app, ["up", "--topology", str(smoke.state_dir / "topology.yaml"), "--state-dir", str(smoke.state_dir)])
     assert result.exit_code == 0, result.output
     assert "already running" in result.stdout
     again = LocalCluster.open(smoke.state_dir)

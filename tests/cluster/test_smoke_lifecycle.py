@@ -28,7 +28,7 @@ def test_up_after_every_node_crashed_keeps_acknowledged_messages(smoke: LocalClu
         psutil.Process(pid).kill()
     psutil.wait_procs([psutil.Process(p) for p in before if psutil.pid_exists(p)], timeout=30)
 
-    result = runner.invoke(app, ["up", "--topology", "smoke", "--state-dir", str(smoke.state_dir)])
+    result = runner.invoke(app, ["up", "--topology", str(smoke.state_dir / "topology.yaml"), "--state-dir", str(smoke.state_dir)])
     assert result.exit_code == 0, result.output
     assert "ready" in result.stdout and "already running" not in result.stdout
     after = _pids(smoke)
@@ -46,7 +46,7 @@ def test_down_leaves_no_process_and_up_starts_clean(smoke: LocalCluster) -> None
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     assert not list(smoke.state_dir.glob("nodes/*/data/*")), "down without --keep-data wipes the data"
 
-    result = runner.invoke(app, ["up", "--topology", "smoke", "--state-dir", str(smoke.state_dir)])
+    result = runner.invoke(app, ["up", "--topology", str(smoke.state_dir / "topology.yaml"), "--state-dir", str(smoke.state_dir)])
     assert result.exit_code == 0, result.output
     status = json.loads(runner.invoke(app, ["status", "--json", "--state-dir", str(smoke.state_dir)]).stdout)
     assert all(n["ready"] for n in status["nodes"])
