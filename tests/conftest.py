@@ -70,18 +70,18 @@ class ClusterPool:
         self.current: LocalCluster | None = None
 
     def get(self, topology: str) -> LocalCluster:
-        if self.current is not None and self.current.topo.name == topology:
-            return self.current
-        self.close()
+        """The running cluster of ``topology``; a node an earlier test left stopped is started
+        again (``up`` is idempotent: a healthy cluster is only checked)."""
+        if self.current is not None and self.current.topo.name != topology:
+            self.close()
         ref = topology
         prefix = os.environ.get("PULSARLAB_TEST_ADDRESS_PREFIX")  # run beside another cluster
         if prefix:
             data = yaml.safe_load((BUILTIN_DIR / f"{topology}.yaml").read_text())
             ref = str(self.root / f"{topology}.yaml")
             Path(ref).write_text(yaml.safe_dump({**data, "address_prefix": prefix}))
-        _, cluster = ops.up(ref, state_dir=self.root / topology, say=print)
-        self.current = cluster
-        return cluster
+        _, self.current = ops.up(ref, state_dir=self.root / topology, say=print)
+        return self.current
 
     def close(self) -> None:
         if self.current is not None:

@@ -27,7 +27,7 @@ from pulsarlab.errors import NodeStartError, PortInUseError, ProcessFailedError,
 from pulsarlab.render import NodeDirs, node_dirs, render
 from pulsarlab.runtime.distribution import Distribution
 from pulsarlab.runtime.state import ClusterState, ProcessRecord
-from pulsarlab.runtime.waits import HttpOk, RegistrationGone, ZkRuok, log_tail, wait_for
+from pulsarlab.runtime.waits import HttpOk, RegistrationGone, ZkServing, log_tail, wait_for
 from pulsarlab.topology import Node, Role, Topology, parse
 
 Say = Callable[[str], None]
@@ -103,7 +103,7 @@ class LocalCluster:
     def readiness_probe(self, node: Node):
         addr = self.topo.address_of(node)
         if node.role == Role.ZOOKEEPER:
-            return ZkRuok(addr, node.port("client"))
+            return ZkServing(addr, node.port("client"))
         if node.role == Role.BOOKIE:
             return HttpOk(f"http://{addr}:{node.port('http')}/api/v1/bookie/is_ready", "bookie /api/v1/bookie/is_ready")
         return HttpOk(f"http://{addr}:{node.port('web')}/admin/v2/brokers/ready", "broker /admin/v2/brokers/ready")

@@ -28,38 +28,48 @@ def log_tail(path: Path | None, lines: int = 25) -> str:
         size = fh.tell()
         fh.seek(max(0, size - 64 * 1024))
         text = fh.read().decode("utf-8", "replace")
-    return "\n".join(text.splitlines()[-lines:])
+    # stack frames crowd out the lines that say what went wrong
+    kept = [ln for ln in text.splitlines() if not ln.lstrip().startswith(("at ", "... "))]
+    return "\n".join(kept[-lines:])
+
+
+def zk_command(address: str, port: int, command: bytes) -> str:
+    """Send one ZooKeeper four-letter command and return the whole answer."""
+    with socket.create_connection((address, port), timeout=3) as s:
+        s.sendall(command)
+        chunks = []
+        while data := s.recv(65536):
+            chunks.append(data)
+    return b"".join(chunks).decode("utf-8", "replace")
 
 
 @dataclass
-class ZkRuok:
-    """ZooKeeper answers ``imok`` to the four-letter ``ruok`` command."""
+class ZkServing:
+    """ZooKeeper answers ``imok`` to ``ruok`` *and* serves requests (``srvr`` reports its mode).
+    ``ruok`` alone answers while a restarted server is still loading its database, when its
+    restored sessions and ephemeral nodes are not visible yet."""
 
     address: str
     port: int
 
     @property
     def description(self) -> str:
-        return f"ZooKeeper 'ruok' -> 'imok' on {self.address}:{self.port}"
+        return f"ZooKeeper 'ruok' -> 'imok' and serving on {self.address}:{self.port}"
 
     def __call__(self) -> tuple[bool, str]:
         try:
-            with socket.create_connection((self.address, self.port), timeout=2) as s:
-                s.sendall(b"ruok")
-                data = s.recv(16)
-            return data == b"imok", f"answered {data!r}"
+            ok = zk_command(self.address, self.port, b"ruok")
+            if ok != "imok":
+                return False, f"ruok answered {ok!r}"
+            srvr = zk_command(self.address, self.port, b"srvr")
         except OSError as exc:
             return False, str(exc)
+        return "Mode:" in srvr, srvr.strip().splitlines()[0] if srvr.strip() else "no answer to srvr"
 
 
 def zk_ephemerals(address: str, port: int) -> list[str]:
     """Paths of every ephemeral znode, from ZooKeeper's four-letter ``dump`` command."""
-    with socket.create_connection((address, port), timeout=3) as s:
-        s.sendall(b"dump")
-        chunks = []
-        while data := s.recv(65536):
-            chunks.append(data)
-    text = b"".join(chunks).decode("utf-8", "replace")
+    text = zk_command(address, port, b"dump")
     return [line.strip() for line in text.splitlines() if line.startswith("\t/")]
 
 

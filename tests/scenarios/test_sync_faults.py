@@ -5,14 +5,31 @@ message, and with producer deduplication stores none twice."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 
 from pulsarlab import ops
+from pulsarlab.admin.client import AdminClient
 from pulsarlab.chaos.schedule import Fault, FaultSchedule
 from pulsarlab.runtime.local import LocalCluster
+from pulsarlab.topology import Role
 from pulsarlab.verify import Expectations, Verdict, verify
 from pulsarlab.workload.run import WorkloadConfig
+
+
+def owned_in(cluster: LocalCluster, topic: str, region: str, timeout: float = 60) -> None:
+    """Make the topic's owner a broker of ``region`` (unloading its namespace so the isolation
+    policy places it afresh) before a fault that must hit that region."""
+    admin = AdminClient(cluster.admin_url("mycluster"))
+    admin.create_topic(topic)
+    hosts = {cluster.topo.address_of(b) for b in cluster.topo.nodes_of(Role.BROKER, "mycluster") if b.region == region}
+    ns = "/".join(topic.removeprefix("persistent://").split("/")[:2])
+    deadline = time.monotonic() + timeout
+    while (owner := admin.lookup(topic).host) not in hosts:
+        assert time.monotonic() < deadline, f"{topic} stays owned by {owner}, not by a {region} broker"
+        admin.request("PUT", f"/admin/v2/namespaces/{ns}/unload", idempotent=True)
+        time.sleep(2)
 
 
 def run_with_faults(cluster: LocalCluster, cfg: WorkloadConfig, faults: list[Fault], out: Path,
@@ -45,6 +62,7 @@ def test_losing_every_eu_broker_fails_over_to_us_without_loss_or_stored_duplicat
     # an acknowledgement in flight when its broker dies may be lost, so a delivery can repeat:
     # reported, not forbidden (Pulsar delivers at least once without transactions)
     expect = Expectations.from_mapping({"allow": ["duplicated_delivery"]})
+    owned_in(sync, cfg.topic, "eu")
     try:
         verdict, done = run_with_faults(sync, cfg, faults, tmp_path / "run", expect)
     finally:
