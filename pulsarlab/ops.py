@@ -111,11 +111,8 @@ def inspect_bookies(state_dir: Path | None) -> list[metrics.BookieCounters]:
     return metrics.snapshot(open_cluster(state_dir))
 
 
-def open_cluster(state_dir: Path | None, say: Say = _quiet, need_dist: bool = False) -> LocalCluster:
-    cluster = LocalCluster.open(find_state_dir(state_dir), say=say)
-    if need_dist:
-        cluster.dist = distribution.resolve(cluster.state.distribution or None)
-    return cluster
+def open_cluster(state_dir: Path | None, say: Say = _quiet) -> LocalCluster:
+    return LocalCluster.open(find_state_dir(state_dir), say=say)
 
 
 def status(state_dir: Path | None) -> dict:
@@ -139,7 +136,7 @@ def down(state_dir: Path | None, keep_data: bool = False, say: Say = _quiet) -> 
 
 
 def node_action(state_dir: Path | None, name: str, action: str, say: Say = _quiet) -> None:
-    cluster = open_cluster(state_dir, say, need_dist=action == "start")
+    cluster = open_cluster(state_dir, say)
     try:
         cluster.topo.node(name)
     except KeyError:

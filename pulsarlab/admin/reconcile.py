@@ -273,10 +273,6 @@ def unload_namespaces(admin: AdminClient, namespaces: set[str], say: Say) -> Non
 
 def rolling_restart(cluster: LocalCluster, brokers: list[str], say: Say) -> None:
     """Restart brokers one at a time, each ready (and in its region) before the next one stops."""
-    if cluster.dist is None:
-        from pulsarlab.runtime import distribution
-
-        cluster.dist = distribution.resolve(cluster.state.distribution or None)
     for name in brokers:
         say(f"{name}: restarting so its BookKeeper client learns its region")
         cluster.stop_node(name)

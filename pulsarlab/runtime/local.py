@@ -26,6 +26,7 @@ import yaml
 from pulsarlab.errors import NodeStartError, PortInUseError, ProcessFailedError, StateError
 from pulsarlab.render import NodeDirs, node_dirs, render
 from pulsarlab.runtime.distribution import Distribution
+from pulsarlab.runtime.distribution import resolve as resolve_distribution
 from pulsarlab.runtime.state import ClusterState, ProcessRecord
 from pulsarlab.runtime.waits import HttpOk, RegistrationGone, ZkServing, log_tail, wait_for
 from pulsarlab.topology import Node, Role, Topology, parse
@@ -134,8 +135,14 @@ class LocalCluster:
                         raise PortInUseError(node.name, addr, port) from None
                     raise StateError(f"cannot bind {addr}:{port} for node {node.name}: {exc}") from None
 
+    def distribution(self) -> Distribution:
+        """The distribution the nodes run from: given, or the one this cluster was started with."""
+        if self.dist is None:
+            self.dist = resolve_distribution(self.state.distribution or None)
+        return self.dist
+
     def _env(self, node: Node) -> dict[str, str]:
-        assert self.dist is not None
+        self.distribution()
         j = self.topo.jvm
         dirs = self.dirs(node)
         heap, direct = {
@@ -207,7 +214,7 @@ class LocalCluster:
 
     def spawn(self, node: Node) -> ProcessRecord:
         """Start one node's JVM in the background and record its pid."""
-        assert self.dist is not None
+        self.distribution()
         self.wait_registration_gone(node)
         dirs = self.dirs(node)
         for d in (dirs.data, dirs.logs):
@@ -263,7 +270,7 @@ class LocalCluster:
         todo = [c for c in self.topo.clusters if c.name not in self.state.initialized]
         if not todo:
             return
-        assert self.dist is not None
+        self.distribution()
 
         def init(cluster: str) -> None:
             log_path = self.state_dir / "logs" / f"init-{cluster}.log"
@@ -331,7 +338,7 @@ class LocalCluster:
             self.state.nodes.pop(n.name, None)
         fresh = not self.state.initialized
         self.check_ports(missing)
-        assert self.dist is not None
+        self.distribution()
         self.state.distribution, self.state.version = str(self.dist.home), self.dist.version
         render(self.topo, self.state_dir, self.dist.conf)
         self.state.save(self.state_dir)
