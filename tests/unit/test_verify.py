@@ -309,3 +309,20 @@ def test_expectations_overrides() -> None:
         Expectations.from_mapping({"forbid": ["lots"]})
     with pytest.raises(ValueError, match="informational"):
         Expectations.from_mapping({"forbid": ["recovered"]})
+
+
+def test_dimensions_come_from_the_parquet_files_without_spark(tmp_path: Path) -> None:
+    from pulsarlab.verify.dims import read_dims
+    from pulsarlab.workload.history import part_files
+
+    parts = clean_history()
+    parts["consumer-c0"].append({**find(parts["consumer-c0"], op="receive", producer="p0", seq=0), "producer": None})
+    for row in parts["read-c1"]:
+        row["topic"] = f"{TOPIC}-partition-{row['seq'] % 2}"
+    d = read_dims(part_files(write_parts(tmp_path / "run", parts)))
+    assert d.clusters == ["c1"] and d.producers == ["p0", "p1"] and d.consumers == ["c0"]
+    assert d.subs == [("c1", SUB)] and d.sub_topics == {0: {TOPIC}}
+    assert d.scanned == {("c1", TOPIC)} and d.read_topics == [f"{TOPIC}-partition-0", f"{TOPIC}-partition-1"]
+    assert d.scopes == {"p0": {("c1", TOPIC)}, "p1": {("c1", TOPIC)}}
+    assert sorted(map(sorted, d.files)) == [["ack", "receive"], ["read"], ["send"]]
+    assert d.anonymous and d.seq_range == (0, 4)
