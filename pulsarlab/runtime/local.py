@@ -239,6 +239,9 @@ class LocalCluster:
     def start_nodes(self, nodes: list[Node], seed: Callable[[LocalCluster], None] | None = None) -> None:
         """Start nodes tier by tier (ZooKeeper, bookies, brokers), each tier in parallel.
 
+        On a cluster whose metadata was just created, one bookie per cluster starts first: bookies
+        that start together on an empty cluster race to create the auto-recovery layout znode and
+        the losers exit (``BadVersion for /ledgers/underreplication/LAYOUT``).
         With ``seed``, one broker per cluster starts first and ``seed`` runs against it before the
         other brokers start (so they find, for example, the rack map already written)."""
         for role in TIERS:
@@ -246,9 +249,13 @@ class LocalCluster:
             if not tier:
                 continue
             if role == Role.BOOKIE:
-                self.initialize_metadata()
+                fresh = self.initialize_metadata()
+                first = self._first_per_cluster([n for n in tier if n.cluster in fresh])
+                if first and len(first) < len(tier):
+                    self._start_tier(first)
+                    tier = [n for n in tier if n not in first]
             if role == Role.BROKER and seed is not None:
-                first = [next(n for n in tier if n.cluster == c) for c in dict.fromkeys(n.cluster for n in tier)]
+                first = self._first_per_cluster(tier)
                 if len(first) < len(tier):
                     self._start_tier(first)
                     seed(self)
@@ -258,6 +265,10 @@ class LocalCluster:
                 for c in {n.cluster for n in tier}:
                     self.wait_writable_bookies(c)
 
+    @staticmethod
+    def _first_per_cluster(nodes: list[Node]) -> list[Node]:
+        return [next(n for n in nodes if n.cluster == c) for c in dict.fromkeys(n.cluster for n in nodes)]
+
     def _start_tier(self, tier: list[Node]) -> None:
         for n in tier:
             self.spawn(n)
@@ -265,11 +276,12 @@ class LocalCluster:
             for f in [pool.submit(self.wait_ready, n) for n in tier]:
                 f.result()
 
-    def initialize_metadata(self) -> None:
-        """Run ``initialize-cluster-metadata`` once per cluster (recorded in the state)."""
+    def initialize_metadata(self) -> set[str]:
+        """Run ``initialize-cluster-metadata`` once per cluster (recorded in the state); return
+        the clusters initialized now."""
         todo = [c for c in self.topo.clusters if c.name not in self.state.initialized]
         if not todo:
-            return
+            return set()
         self.distribution()
 
         def init(cluster: str) -> None:
@@ -301,6 +313,7 @@ class LocalCluster:
                 f.result()
         self.state.initialized = sorted({*self.state.initialized, *(c.name for c in todo)})
         self.state.save(self.state_dir)
+        return {c.name for c in todo}
 
     def wait_writable_bookies(self, cluster: str) -> None:
         """Enough writable bookies for the cluster's ensemble are registered."""
