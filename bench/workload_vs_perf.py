@@ -56,12 +56,15 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--no-batching", action="store_true")
     ap.add_argument("--producers", type=int, default=1, help="producers on each side (pulsar-perf -n; ours: processes)")
+    ap.add_argument("--state-dir", type=Path, help="use this running smoke cluster instead of starting one")
     args = ap.parse_args()
     batching = not args.no_batching
-    state = Path(tempfile.mkdtemp(prefix="pulsarlab-bench-")) / "smoke"
-    _, cluster = ops.up("smoke", state_dir=state)
+    if args.state_dir:  # a smoke cluster that is already running: leave it running
+        cluster = ops.open_cluster(args.state_dir)
+    else:
+        _, cluster = ops.up("smoke", state_dir=Path(tempfile.mkdtemp(prefix="pulsarlab-bench-")) / "smoke")
     try:
-        cluster.dist = ops.distribution.resolve(cluster.state.distribution)
+        cluster.distribution()
         perf, ours = [], []
         for r in range(args.rounds):
             run = (args.seconds, args.size, batching, args.producers)
@@ -71,7 +74,8 @@ def main() -> None:
             print(f"round {r + 1}: pulsar-perf {perf[-1]:10.0f} msg/s (load {perf_load:.1f})   "
                   f"pulsarlab {ours[-1]:10.0f} msg/s (load {os.getloadavg()[0]:.1f})", flush=True)
     finally:
-        cluster.down()
+        if not args.state_dir:
+            cluster.down()
     p, o = statistics.median(perf), statistics.median(ours)
     print(f"\nsize {args.size} B, batching {'on' if batching else 'off'}, {args.producers} producer(s) each, "
           f"{args.seconds} s x {args.rounds} rounds, median:")

@@ -196,7 +196,7 @@ def workload_run(
         cfg.topic = default_topic(cluster, target.cluster)
     prepare_topic(cluster, target.cluster, cfg)
     with audit_subscription(target.service_url, cfg.topic):
-        return Workload(cfg, target, out).run(tick)
+        return Workload(cfg, target, out, cluster.distribution()).run(tick)
 
 
 @contextlib.contextmanager

@@ -105,7 +105,7 @@ def verify_tree(home: Path, version: str | None = None) -> str:
 
 
 @contextmanager
-def _lock(path: Path):
+def file_lock(path: Path):
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -180,12 +180,12 @@ def resolve(distribution: str | Path | None = None, version: str = DEFAULT_VERSI
         if not src.is_file():
             raise DistributionError(f"--distribution {src}: no such file or folder")
         dest = root / "pulsar" / f"from-{src.stem}-{_sha1(src)[:12]}"
-        with _lock(root / "pulsar.lock"):
+        with file_lock(root / "pulsar.lock"):
             if not (dest / VERIFIED_MARK).is_file():
                 _unpack(src, dest)
         return Distribution(dest, verify_tree(dest), java)
     dest = root / "pulsar" / f"apache-pulsar-{version}"
-    with _lock(root / "pulsar.lock"):
+    with file_lock(root / "pulsar.lock"):
         if not (dest / VERIFIED_MARK).is_file():
             _unpack(_maven_download(version), dest)
     return Distribution(dest, verify_tree(dest, version), java)

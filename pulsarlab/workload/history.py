@@ -267,12 +267,16 @@ def _journal_to_parquet(journal: Path) -> Path:
 
 
 def recover_journals(directory: str | os.PathLike[str]) -> list[Path]:
-    """Turn journals left by writers that never closed (crash, SIGKILL) into Parquet parts.
+    """Turn journals left by writers that never closed (crash, SIGKILL) into Parquet parts: the
+    Arrow IPC journals of :class:`HistoryWriter` and the workload driver's binary journals.
 
     Only call this once the run's processes are gone: a live writer's journal would be taken.
     Returns the Parquet files written.
     """
-    return [_journal_to_parquet(j) for j in sorted(Path(directory).glob(f"*{JOURNAL_SUFFIX}"))]
+    from pulsarlab.workload.journal import journal_bases, journal_to_parquet  # it builds on this module
+
+    written = [_journal_to_parquet(j) for j in sorted(Path(directory).glob(f"*{JOURNAL_SUFFIX}"))]
+    return written + [journal_to_parquet(base) for base in journal_bases(directory)]
 
 
 def part_files(directory: str | os.PathLike[str]) -> list[Path]:

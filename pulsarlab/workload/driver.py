@@ -1,0 +1,175 @@
+"""The JVM workload driver: compiled once per Pulsar version, one process per producer, consumer or reader.
+
+The driver uses the Java client shipped in the server distribution (the one ``pulsar-perf`` uses),
+so recording every event costs little next to the client itself. It is compiled with the JDK's
+``javac`` against the distribution's ``lib/`` into the pulsarlab cache; the Python side starts the
+processes, steers them by lines on stdin and reads their live counters from stdout (the protocol
+is described in ``java/Driver.java``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pulsarlab.errors import DistributionError
+from pulsarlab.runtime.distribution import Distribution, cache_root, file_lock
+from pulsarlab.workload.journal import write_meta
+
+SOURCE = Path(__file__).with_name("java") / "Driver.java"
+MAIN_CLASS = "pulsarlab.driver.Driver"
+JVM_OPTIONS = ("-Xms64m", "-Xmx256m", "-XX:+UseParallelGC", "-Djava.net.preferIPv4Stack=true")
+LOG4J2 = """\
+status = error
+appender.err.type = Console
+appender.err.name = err
+appender.err.target = SYSTEM_ERR
+appender.err.layout.type = PatternLayout
+appender.err.layout.pattern = %d{HH:mm:ss.SSS} %-5p %c{1} - %m%n
+rootLogger.level = warn
+rootLogger.appenderRef.err.ref = err
+"""
+COUNT_NAMES = ("invoked", "acked", "failed", "unknown", "received", "stored")
+
+
+def javac_for(dist: Distribution) -> str:
+    """The ``javac`` of the JDK that runs the cluster (a JRE alone cannot build the driver)."""
+    candidates = []
+    if dist.java.home:
+        candidates.append(dist.java.home / "bin" / "javac")
+    exe = shutil.which(dist.java.executable) or dist.java.executable
+    candidates.append(Path(os.path.realpath(exe)).with_name("javac"))
+    for c in candidates:
+        if c.exists():
+            return str(c)
+    found = shutil.which("javac")
+    if found:
+        return found
+    raise DistributionError(
+        f"no javac next to {dist.java.executable}: the workload driver is compiled with the JDK's javac; "
+        "install a full JDK (e.g. apt-get install openjdk-17-jdk-headless), not only a JRE"
+    )
+
+
+def driver_classes(dist: Distribution) -> Path:
+    """Compile the driver against this distribution once; return its classes folder (with log4j2 config)."""
+    digest = hashlib.sha256(SOURCE.read_bytes() + dist.version.encode()).hexdigest()[:16]
+    root = cache_root() / "driver" / digest
+    done = root / ".built"
+    if done.exists():
+        return root / "classes"
+    root.mkdir(parents=True, exist_ok=True)
+    with file_lock(root / ".lock"):
+        if done.exists():
+            return root / "classes"
+        classes = root / "classes"
+        shutil.rmtree(classes, ignore_errors=True)
+        cmd = [javac_for(dist), "-nowarn", "-d", str(classes), "-cp", f"{dist.home / 'lib'}/*", str(SOURCE)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        if proc.returncode:
+            tail = proc.stderr.strip()[-2000:]
+            raise DistributionError(f"compiling the workload driver failed (exit {proc.returncode}): {tail}")
+        (classes / "log4j2-driver.properties").write_text(LOG4J2)
+        done.touch()
+    return classes
+
+
+@dataclass
+class DriverProcess:
+    """One driver JVM: a producer, a consumer or a storage reader, writing one history part."""
+
+    name: str
+    mode: str  # produce | consume | read
+    out: Path
+    part: str
+    config: dict[str, Any]
+    constants: dict[str, str | None]
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNT_NAMES, 0))
+    errors: list[str] = field(default_factory=list)
+    ready: threading.Event = field(default_factory=threading.Event)
+    finished_at: float = 0.0  # monotonic time a producer's last outcome arrived
+    _proc: subprocess.Popen | None = None
+    _reader: threading.Thread | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.out / f"_driver-{self.name}.log"
+
+    def start(self, dist: Distribution, classes: Path) -> None:
+        base = self.out / self.part
+        write_meta(base, self.constants)
+        cfg_path = self.out / f"_driver-{self.name}.json"
+        cfg_path.write_text(json.dumps({**self.config, "mode": self.mode, "name": self.name, "journal": str(base)}))
+        cmd = [dist.java.executable, *JVM_OPTIONS, f"-Dlog4j2.configurationFile={classes / 'log4j2-driver.properties'}",
+               "-cp", f"{classes}:{dist.home / 'lib'}/*", MAIN_CLASS, str(cfg_path)]
+        with open(self.log_path, "ab") as log:
+            self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1)
+        self._reader = threading.Thread(target=self._read, name=f"driver-{self.name}", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        for line in self._proc.stdout:
+            word, _, rest = line.rstrip("\n").partition(" ")
+            if word == "@counts":
+                values = rest.split()
+                if len(values) == len(COUNT_NAMES):
+                    self.counts = dict(zip(COUNT_NAMES, map(int, values), strict=True))
+            elif word == "@ready":
+                self.ready.set()
+            elif word == "@finished":
+                self.finished_at = time.monotonic()
+            elif word == "@error":
+                self.errors.append(rest)
+
+    def tell(self, line: str) -> None:
+        """Send a control line (``start <ms>``, ``drain``, ``stop``); a driver that is gone is ignored."""
+        proc = self._proc
+        if proc is None or proc.stdin is None or proc.poll() is not None:
+            return
+        try:
+            proc.stdin.write(line + "\n")
+            proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            pass
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def exitcode(self) -> int | None:
+        return None if self._proc is None else self._proc.poll()
+
+    def wait(self, timeout: float) -> bool:
+        """Wait for the process to exit (and its output to be read); False on timeout."""
+        if self._proc is None:
+            return True
+        try:
+            self._proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        if self._reader is not None:
+            self._reader.join(timeout=5)
+        return True
+
+    def kill(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+        if self._reader is not None:
+            self._reader.join(timeout=5)
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""

@@ -1,0 +1,569 @@
+package pulsarlab.driver;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.BufferedReader;
+import java.io.File;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.time.Instant;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Random;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.zip.CRC32;
+import org.apache.pulsar.client.api.CompressionType;
+import org.apache.pulsar.client.api.Consumer;
+import org.apache.pulsar.client.api.Message;
+import org.apache.pulsar.client.api.MessageId;
+import org.apache.pulsar.client.api.MessageIdAdv;
+import org.apache.pulsar.client.api.Producer;
+import org.apache.pulsar.client.api.ProducerBuilder;
+import org.apache.pulsar.client.api.PulsarClient;
+import org.apache.pulsar.client.api.PulsarClientException;
+import org.apache.pulsar.client.api.Reader;
+import org.apache.pulsar.client.api.SubscriptionInitialPosition;
+import org.apache.pulsar.client.api.SubscriptionType;
+import org.apache.pulsar.client.api.TypedMessageBuilder;
+
+/**
+ * pulsarlab's workload driver: one producer, one consumer or one storage reader per process, recording
+ * every client event into a binary journal that the Python side turns into the Parquet history.
+ *
+ * <p>Usage: {@code java -cp <classes>:<pulsar lib>/* pulsarlab.driver.Driver CONFIG.json}. The parent
+ * talks to it by lines: on stdin {@code start <deadline epoch ms>} (producers begin), {@code drain}
+ * (producing is over: consumers stop once idle) and {@code stop}; on stdout {@code @ready},
+ * {@code @counts ...} every 100 ms, {@code @error <text>}, {@code @finished} (a producer's last outcome
+ * arrived) and {@code @exit}. End of stdin means the parent is gone: stop.
+ *
+ * <p>The journal layout is described in {@code pulsarlab/workload/journal.py}, which reads it.
+ */
+public final class Driver {
+    static final byte INVOKE = 1, OK = 2, FAIL = 3, INFO = 4, RECEIVE = 5, ACK = 6, NACK = 7, READ = 8;
+    static final int HAS_SEQ = 1, HAS_ID = 2, HAS_PUBLISH_TS = 4, HAS_CRC = 8, HAS_READ_INDEX = 16, HAS_REDELIVERY = 32;
+    static final int KEY_CYCLE = 1 << 12;
+
+    // counters reported to the parent: invoked, acked, failed, unknown, received, stored
+    final AtomicLong[] counts = new AtomicLong[6];
+    final JsonNode cfg;
+    final PrintStream out = System.out;
+    volatile long deadlineEpochMs = -1;
+    volatile boolean draining, stopping;
+    final long epochNs0, nano0;
+
+    Driver(JsonNode cfg) {
+        this.cfg = cfg;
+        for (int i = 0; i < counts.length; i++) {
+            counts[i] = new AtomicLong();
+        }
+        Instant now = Instant.now();
+        nano0 = System.nanoTime();
+        epochNs0 = now.getEpochSecond() * 1_000_000_000L + now.getNano();
+    }
+
+    /** Wall-clock nanoseconds since the epoch, read from the monotonic clock (cheap, never goes back). */
+    long now() {
+        return epochNs0 + (System.nanoTime() - nano0);
+    }
+
+    public static void main(String[] args) throws Exception {
+        JsonNode cfg = new ObjectMapper().readTree(new File(args[0]));
+        Driver d = new Driver(cfg);
+        int code = 0;
+        try {
+            d.run();
+        } catch (Throwable t) {
+            d.say("@error " + cfg.path("name").asText() + ": " + oneLine(t));
+            code = 1;
+        }
+        d.say("@exit");
+        System.out.flush();
+        Runtime.getRuntime().halt(code); // client threads must not keep the JVM alive
+    }
+
+    static String oneLine(Throwable t) {
+        Throwable c = unwrap(t);
+        String msg = c.getMessage() == null ? "" : c.getMessage().replace('\n', ' ');
+        return c.getClass().getSimpleName() + ": " + msg;
+    }
+
+    static Throwable unwrap(Throwable t) {
+        while (t instanceof CompletionException && t.getCause() != null) {
+            t = t.getCause();
+        }
+        return t;
+    }
+
+    synchronized void say(String line) {
+        out.println(line);
+        out.flush();
+    }
+
+    void run() throws Exception {
+        Thread control = new Thread(this::control, "control");
+        control.setDaemon(true);
+        control.start();
+        Thread reporter = new Thread(this::report, "counts");
+        reporter.setDaemon(true);
+        reporter.start();
+        String mode = cfg.path("mode").asText();
+        PulsarClient client = PulsarClient.builder()
+                .serviceUrl(cfg.path("service_url").asText())
+                .operationTimeout(30, TimeUnit.SECONDS)
+                .connectionTimeout(5, TimeUnit.SECONDS)
+                .build();
+        try (Journal journal = new Journal(Path.of(cfg.path("journal").asText()))) {
+            // Ctrl-C or SIGTERM: what was recorded so far reaches the disk before the JVM exits
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+                try {
+                    journal.close();
+                } catch (IOException ignored) {
+                    // nothing more can be saved
+                }
+            }, "journal-close"));
+            switch (mode) {
+                case "produce" -> produce(client, journal);
+                case "consume" -> consume(client, journal);
+                case "read" -> read(client, journal);
+                default -> throw new IllegalArgumentException("unknown mode " + mode);
+            }
+        } finally {
+            client.close();
+            sayCounts();
+        }
+    }
+
+    void control() {
+        try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+            String line;
+            while ((line = in.readLine()) != null) {
+                if (line.startsWith("start ")) {
+                    deadlineEpochMs = Long.parseLong(line.substring(6).trim());
+                } else if (line.equals("drain")) {
+                    draining = true;
+                } else if (line.equals("stop")) {
+                    stopping = true;
+                }
+            }
+        } catch (IOException ignored) {
+            // the parent is gone
+        }
+        stopping = true;
+        draining = true;
+    }
+
+    void report() {
+        while (true) {
+            try {
+                Thread.sleep(100);
+            } catch (InterruptedException e) {
+                return;
+            }
+            sayCounts();
+        }
+    }
+
+    void sayCounts() {
+        StringBuilder b = new StringBuilder("@counts");
+        for (AtomicLong c : counts) {
+            b.append(' ').append(c.get());
+        }
+        say(b.toString());
+    }
+
+    // ----- producer ----------------------------------------------------------------------------
+
+    void produce(PulsarClient client, Journal journal) throws Exception {
+        String name = cfg.path("name").asText();
+        int size = cfg.path("message_size").asInt(256);
+        double rate = cfg.path("rate").asDouble(0);
+        boolean batching = cfg.path("batching").asBoolean(true);
+        int sendTimeoutMs = cfg.path("send_timeout_ms").asInt(30_000);
+        ProducerBuilder<byte[]> pb = client.newProducer()
+                .topic(cfg.path("topic").asText())
+                .producerName(cfg.path("producer_name").asText())
+                .enableBatching(batching)
+                .blockIfQueueFull(true)
+                .sendTimeout(sendTimeoutMs, TimeUnit.MILLISECONDS)
+                .maxPendingMessages(cfg.path("max_pending").asInt(1000))
+                .batchingMaxPublishDelay(5, TimeUnit.MILLISECONDS)
+                .batchingMaxMessages(1000)
+                .batchingMaxBytes(4 * 1024 * 1024)
+                .compressionType(CompressionType.NONE);
+        Random rng = new Random(cfg.path("seed").asLong(0));
+        byte[] padding = new byte[size];
+        rng.nextBytes(padding);
+        int keyCount = Math.max(cfg.path("keys").asInt(100), 1);
+        String[] keys = new String[KEY_CYCLE];
+        int[] keyIds = new int[KEY_CYCLE];
+        for (int i = 0; i < KEY_CYCLE; i++) {
+            keys[i] = "k" + rng.nextInt(keyCount);
+            keyIds[i] = journal.id(keys[i]);
+        }
+        byte[] prefix = (name + ":").getBytes(StandardCharsets.US_ASCII);
+        AtomicLong acked = counts[1], failed = counts[2], unknown = counts[3];
+        try (Producer<byte[]> producer = pb.create()) {
+            say("@ready");
+            while (deadlineEpochMs < 0 && !stopping) {
+                Thread.sleep(1);
+            }
+            long deadline = nano0 + (deadlineEpochMs * 1_000_000L - epochNs0);
+            long start = System.nanoTime();
+            long seq = 0;
+            int burst = rate > 0 ? 1 : 64; // messages between clock reads when unthrottled
+            CRC32 crc = new CRC32();
+            StringBuilder head = new StringBuilder(64);
+            while (!stopping) {
+                long t = System.nanoTime();
+                if (t - deadline >= 0) {
+                    break;
+                }
+                if (rate > 0) {
+                    long ahead = start + (long) (seq * 1e9 / rate) - t;
+                    if (ahead > 0) {
+                        TimeUnit.NANOSECONDS.sleep(Math.min(ahead, 50_000_000L));
+                        continue;
+                    }
+                }
+                for (int i = 0; i < burst; i++) {
+                    int k = (int) (seq % KEY_CYCLE);
+                    long ts = now();
+                    head.setLength(0);
+                    head.append(seq).append(':').append(ts).append(':');
+                    byte[] payload = payload(prefix, head, padding, size);
+                    crc.reset();
+                    crc.update(payload, 0, payload.length);
+                    int h = (int) crc.getValue();
+                    journal.send(INVOKE, seq, keyIds[k], h, ts, null, -1);
+                    counts[0].set(seq + 1);
+                    final long s = seq;
+                    final int keyId = keyIds[k];
+                    try {
+                        TypedMessageBuilder<byte[]> mb = producer.newMessage().key(keys[k]).value(payload).sequenceId(seq);
+                        mb.sendAsync().whenComplete((id, ex) -> {
+                            if (ex == null) {
+                                journal.send(OK, s, keyId, h, now(), id, -1);
+                                acked.incrementAndGet();
+                            } else {
+                                Throwable c = unwrap(ex);
+                                boolean definite = definiteFailure(c);
+                                journal.send(definite ? FAIL : INFO, s, keyId, h, now(), null, journal.id(oneLine(c)));
+                                (definite ? failed : unknown).incrementAndGet();
+                            }
+                        });
+                    } catch (RuntimeException ex) { // refused before it left the client: certainly not written
+                        journal.send(FAIL, s, keyId, h, now(), null, journal.id(oneLine(ex)));
+                        failed.incrementAndGet();
+                    }
+                    seq++;
+                }
+            }
+            try {
+                producer.flush();
+            } catch (PulsarClientException e) { // outcomes still arrive through the callbacks
+                say("@error " + name + " flush: " + oneLine(e));
+            }
+            long waitUntil = System.nanoTime() + (sendTimeoutMs + 5_000L) * 1_000_000L;
+            while (acked.get() + failed.get() + unknown.get() < seq && System.nanoTime() - waitUntil < 0) {
+                Thread.sleep(5);
+            }
+            say("@finished");
+        }
+    }
+
+    static byte[] payload(byte[] prefix, CharSequence head, byte[] padding, int size) {
+        int n = prefix.length + head.length();
+        byte[] p = new byte[Math.max(size, n)];
+        System.arraycopy(prefix, 0, p, 0, prefix.length);
+        for (int i = 0; i < head.length(); i++) {
+            p[prefix.length + i] = (byte) head.charAt(i);
+        }
+        if (size > n) {
+            System.arraycopy(padding, 0, p, n, size - n);
+        }
+        return p;
+    }
+
+    /** Outcomes after which the message was certainly not written; anything else is unknown. */
+    static boolean definiteFailure(Throwable t) {
+        return t instanceof PulsarClientException.ProducerQueueIsFullError
+                || t instanceof PulsarClientException.InvalidMessageException
+                || t instanceof PulsarClientException.InvalidTopicNameException
+                || t instanceof PulsarClientException.ProducerBlockedQuotaExceededError
+                || t instanceof PulsarClientException.ProducerBlockedQuotaExceededException
+                || t instanceof PulsarClientException.AuthorizationException
+                || t instanceof PulsarClientException.MemoryBufferIsFullError;
+    }
+
+    // ----- consumer ----------------------------------------------------------------------------
+
+    void consume(PulsarClient client, Journal journal) throws Exception {
+        String name = cfg.path("name").asText();
+        long drainNs = (long) (cfg.path("drain_seconds").asDouble(5.0) * 1e9);
+        try (Consumer<byte[]> consumer = client.newConsumer()
+                .topic(cfg.path("topic").asText())
+                .subscriptionName(cfg.path("subscription").asText())
+                .subscriptionType(subscriptionType(cfg.path("subscription_type").asText()))
+                .consumerName(name)
+                .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest)
+                .receiverQueueSize(1000)
+                .subscribe()) {
+            say("@ready");
+            long idleSince = 0;
+            while (!stopping) {
+                Message<byte[]> msg = consumer.receive(200, TimeUnit.MILLISECONDS);
+                if (msg == null) {
+                    if (draining) {
+                        long t = System.nanoTime();
+                        idleSince = idleSince == 0 ? t : idleSince;
+                        if (t - idleSince > drainNs) {
+                            break;
+                        }
+                    }
+                    continue;
+                }
+                idleSince = 0;
+                Delivery d = Delivery.of(msg, journal);
+                journal.delivery(RECEIVE, now(), d, msg.getRedeliveryCount());
+                consumer.acknowledgeAsync(msg.getMessageId());
+                journal.delivery(ACK, now(), d, -1);
+                counts[4].incrementAndGet();
+            }
+        }
+    }
+
+    static SubscriptionType subscriptionType(String name) {
+        return switch (name) {
+            case "exclusive" -> SubscriptionType.Exclusive;
+            case "failover" -> SubscriptionType.Failover;
+            case "shared" -> SubscriptionType.Shared;
+            case "key_shared" -> SubscriptionType.Key_Shared;
+            default -> throw new IllegalArgumentException("unknown subscription type " + name);
+        };
+    }
+
+    // ----- storage view ------------------------------------------------------------------------
+
+    void read(PulsarClient client, Journal journal) throws Exception {
+        long idleNs = (long) (cfg.path("idle_timeout").asDouble(60.0) * 1e9);
+        String cluster = cfg.path("cluster").asText();
+        say("@ready");
+        for (JsonNode t : cfg.path("topics")) {
+            String topic = t.asText();
+            long index = 0;
+            try (Reader<byte[]> reader = client.newReader().topic(topic).startMessageId(MessageId.earliest).create()) {
+                long deadline = System.nanoTime() + idleNs;
+                while (!stopping && reader.hasMessageAvailable()) {
+                    if (System.nanoTime() - deadline > 0) {
+                        say("@error read-back of " + topic + " on " + cluster + " stalled after " + index + " messages");
+                        break;
+                    }
+                    Message<byte[]> msg = reader.readNext(10, TimeUnit.SECONDS);
+                    if (msg == null) {
+                        continue;
+                    }
+                    deadline = System.nanoTime() + idleNs;
+                    journal.read(now(), Delivery.of(msg, journal), journal.id(topic), index);
+                    index++;
+                    counts[5].incrementAndGet();
+                }
+            }
+        }
+    }
+
+    /** What a delivered or read message says about itself: the header its producer wrote, its id, key and topic. */
+    record Delivery(int producer, long seq, long publishTs, int key, int crc, MessageId id, int topic) {
+        static Delivery of(Message<byte[]> msg, Journal journal) {
+            byte[] data = msg.getData();
+            CRC32 crc = new CRC32();
+            crc.update(data, 0, data.length);
+            int producer = -1;
+            long seq = -1, pts = -1;
+            int a = indexOf(data, 0), b = a < 0 ? -1 : indexOf(data, a + 1), c = b < 0 ? -1 : indexOf(data, b + 1);
+            if (c > 0) {
+                long s = parse(data, a + 1, b), p = parse(data, b + 1, c);
+                if (s >= 0 && p >= 0) {
+                    producer = journal.id(new String(data, 0, a, StandardCharsets.UTF_8));
+                    seq = s;
+                    pts = p;
+                }
+            }
+            String key = msg.hasKey() ? msg.getKey() : null;
+            return new Delivery(producer, seq, pts, journal.id(key), (int) crc.getValue(), msg.getMessageId(),
+                    journal.id(msg.getTopicName()));
+        }
+
+        static int indexOf(byte[] data, int from) {
+            for (int i = from; i < Math.min(data.length, from + 64); i++) {
+                if (data[i] == ':') {
+                    return i;
+                }
+            }
+            return -1;
+        }
+
+        static long parse(byte[] data, int from, int to) {
+            if (from >= to || to - from > 19) {
+                return -1;
+            }
+            long v = 0;
+            for (int i = from; i < to; i++) {
+                int digit = data[i] - '0';
+                if (digit < 0 || digit > 9) {
+                    return -1;
+                }
+                v = v * 10 + digit;
+            }
+            return v;
+        }
+    }
+
+    // ----- journal -----------------------------------------------------------------------------
+
+    /**
+     * Fixed 80-byte little-endian records in {@code <base>.events}, the strings they refer to in
+     * {@code <base>.strings} (each a 4-byte length and UTF-8 bytes; a string's id is its position).
+     * Both are written out every half second or when the buffer fills, strings first, so a record on
+     * disk never refers to a string that is not.
+     */
+    static final class Journal implements AutoCloseable {
+        static final int RECORD = 80;
+        static final int CAPACITY = 8192;
+        final FileChannel events, strings;
+        final ByteBuffer buf = ByteBuffer.allocateDirect(RECORD * CAPACITY).order(ByteOrder.LITTLE_ENDIAN);
+        ByteBuffer sbuf = ByteBuffer.allocate(1 << 16).order(ByteOrder.LITTLE_ENDIAN);
+        final Map<String, Integer> ids = new HashMap<>();
+        final Thread flusher;
+        boolean closed;
+
+        Journal(Path base) throws IOException {
+            events = FileChannel.open(Path.of(base + ".events"), StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE);
+            strings = FileChannel.open(Path.of(base + ".strings"), StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE);
+            flusher = new Thread(() -> {
+                while (true) {
+                    try {
+                        Thread.sleep(500);
+                        synchronized (this) {
+                            if (closed) {
+                                return;
+                            }
+                            flush();
+                        }
+                    } catch (InterruptedException | IOException e) {
+                        return;
+                    }
+                }
+            }, "journal");
+            flusher.setDaemon(true);
+            flusher.start();
+        }
+
+        /** The id of a string (-1 for null), adding it to the strings file the first time. */
+        synchronized int id(String s) {
+            if (s == null) {
+                return -1;
+            }
+            Integer known = ids.get(s);
+            if (known != null) {
+                return known;
+            }
+            int id = ids.size();
+            ids.put(s, id);
+            byte[] b = s.getBytes(StandardCharsets.UTF_8);
+            if (sbuf.remaining() < b.length + 4) {
+                ByteBuffer bigger = ByteBuffer.allocate(Math.max(sbuf.capacity() * 2, sbuf.position() + b.length + 4))
+                        .order(ByteOrder.LITTLE_ENDIAN);
+                sbuf.flip();
+                bigger.put(sbuf);
+                sbuf = bigger;
+            }
+            sbuf.putInt(b.length).put(b);
+            return id;
+        }
+
+        synchronized void send(byte kind, long seq, int key, int crc, long ts, MessageId id, int error) {
+            put(kind, HAS_SEQ | HAS_CRC, key, ts, seq, id, -1, error, crc, -1, 0, 0);
+        }
+
+        synchronized void delivery(byte kind, long ts, Delivery d, int redelivery) {
+            int flags = (d.seq >= 0 ? HAS_SEQ | HAS_PUBLISH_TS : 0) | (kind == RECEIVE ? HAS_CRC | HAS_REDELIVERY : 0);
+            put(kind, flags, d.key, ts, d.seq, d.id, d.producer, redelivery, d.crc, d.topic, d.publishTs, 0);
+        }
+
+        synchronized void read(long ts, Delivery d, int topic, long index) {
+            int flags = (d.seq >= 0 ? HAS_SEQ : 0) | HAS_CRC | HAS_READ_INDEX;
+            put(READ, flags, d.key, ts, d.seq, d.id, d.producer, -1, d.crc, topic, 0, index);
+        }
+
+        private void put(byte kind, int flags, int key, long ts, long seq, MessageId id, int producer, int aux, int crc,
+                         int topic, long publishTs, long readIndex) {
+            if (closed) {
+                return; // a late callback after close: the run is over
+            }
+            if (!buf.hasRemaining()) {
+                try {
+                    flush();
+                } catch (IOException e) {
+                    throw new IllegalStateException("journal write failed", e);
+                }
+            }
+            long ledger = -1, entry = -1;
+            int partition = -1, batch = -1;
+            if (id != null) {
+                flags |= HAS_ID;
+                if (id instanceof MessageIdAdv adv) {
+                    ledger = adv.getLedgerId();
+                    entry = adv.getEntryId();
+                    partition = adv.getPartitionIndex();
+                    batch = adv.getBatchIndex();
+                } else {
+                    String[] p = id.toString().split(":");
+                    ledger = Long.parseLong(p[0]);
+                    entry = Long.parseLong(p[1]);
+                    partition = p.length > 2 ? Integer.parseInt(p[2]) : -1;
+                    batch = p.length > 3 ? Integer.parseInt(p[3]) : -1;
+                }
+            }
+            buf.put(kind).put((byte) flags).putShort((short) 0).putInt(key).putLong(ts).putLong(seq)
+                    .putLong(ledger).putLong(entry).putInt(partition).putInt(batch)
+                    .putInt(producer).putInt(aux).putInt(crc).putInt(topic).putLong(publishTs).putLong(readIndex);
+        }
+
+        synchronized void flush() throws IOException {
+            if (sbuf.position() > 0) {
+                sbuf.flip();
+                while (sbuf.hasRemaining()) {
+                    strings.write(sbuf);
+                }
+                sbuf.clear();
+            }
+            if (buf.position() > 0) {
+                buf.flip();
+                while (buf.hasRemaining()) {
+                    events.write(buf);
+                }
+                buf.clear();
+            }
+        }
+
+        @Override
+        public synchronized void close() throws IOException {
+            if (closed) {
+                return;
+            }
+            flush();
+            closed = true;
+            events.close();
+            strings.close();
+        }
+    }
+}

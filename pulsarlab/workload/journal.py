@@ -1,0 +1,183 @@
+"""The workload driver's binary journal, and its conversion to a Parquet history part.
+
+The driver (``java/Driver.java``) appends one fixed 80-byte little-endian record per event to
+``<part>.events`` and every string those records refer to, once, to ``<part>.strings`` (a 4-byte
+length, then UTF-8 bytes; a string's id is its position, ``-1`` is null). Both are written out
+every half second, strings first. ``<part>.meta.json``, written before the driver starts, holds
+the columns every row of the part shares (producer, topic, cluster, region, consumer,
+subscription).
+
+Record layout (byte offset: field):
+
+====  ==========  ===========================================================
+0     u8          kind: 1 invoke, 2 ok, 3 fail, 4 info, 5 receive, 6 ack, 7 nack, 8 read
+1     u8          flags: 1 seq, 2 message id, 4 publish_ts, 8 crc, 16 read_index, 32 redelivery
+4     i32         key (string id)
+8     i64         ts, ns since the epoch
+16    i64         seq
+24    i64, i64    message id: ledger, entry
+40    i32, i32    message id: partition, batch index
+48    i32         producer (string id; -1: the part's own producer)
+52    i32         error (string id) on fail/info, redelivery count on receive
+56    u32         CRC-32 of the payload
+60    i32         topic (string id; -1: the part's own topic)
+64    i64         publish_ts
+72    i64         read_index
+====  ==========  ===========================================================
+
+A process killed mid-write leaves a partial last record (dropped here) and never a record whose
+strings are missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pulsarlab.workload.history import PART_SUFFIX, SCHEMA, conform
+
+EVENTS_SUFFIX: Final = ".events"
+STRINGS_SUFFIX: Final = ".strings"
+META_SUFFIX: Final = ".meta.json"
+
+RECORD: Final = np.dtype(
+    [
+        ("kind", "u1"),
+        ("flags", "u1"),
+        ("reserved", "<u2"),
+        ("key", "<i4"),
+        ("ts", "<i8"),
+        ("seq", "<i8"),
+        ("ledger", "<i8"),
+        ("entry", "<i8"),
+        ("partition", "<i4"),
+        ("batch", "<i4"),
+        ("producer", "<i4"),
+        ("aux", "<i4"),
+        ("crc", "<u4"),
+        ("topic", "<i4"),
+        ("publish_ts", "<i8"),
+        ("read_index", "<i8"),
+    ]
+)
+assert RECORD.itemsize == 80
+
+HAS_SEQ, HAS_ID, HAS_PUBLISH_TS, HAS_CRC, HAS_READ_INDEX, HAS_REDELIVERY = 1, 2, 4, 8, 16, 32
+KIND_OP: Final = [None, "send", "send", "send", "send", "receive", "ack", "nack", "read"]
+KIND_TYPE: Final = [None, "invoke", "ok", "fail", "info", None, None, None, None]
+CONSTANT_COLUMNS: Final = ("producer", "topic", "cluster", "region", "consumer", "subscription", "node")
+_HEX_BYTES: Final = pa.array([f"{i:02x}" for i in range(256)])
+
+
+def write_meta(base: Path, constants: dict[str, str | None]) -> None:
+    """Write the part's shared columns before its driver starts."""
+    unknown = constants.keys() - set(CONSTANT_COLUMNS)
+    if unknown:
+        raise TypeError(f"unknown constant columns: {sorted(unknown)}")
+    Path(f"{base}{META_SUFFIX}").write_text(json.dumps({"format": 1, "record_size": RECORD.itemsize, "constants": constants}))
+
+
+def read_strings(path: Path) -> list[str]:
+    """Every complete string of a strings file, in id order."""
+    data = path.read_bytes() if path.exists() else b""
+    out, at = [], 0
+    while at + 4 <= len(data):
+        (n,) = struct.unpack_from("<i", data, at)
+        if at + 4 + n > len(data):
+            break
+        out.append(data[at + 4 : at + 4 + n].decode("utf-8", errors="replace"))
+        at += 4 + n
+    return out
+
+
+def read_events(base: Path) -> pa.Table:
+    """A journal's events as a history table (:data:`~pulsarlab.workload.history.SCHEMA`)."""
+    events = Path(f"{base}{EVENTS_SUFFIX}")
+    meta_path = Path(f"{base}{META_SUFFIX}")
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {"constants": {}}
+    constants: dict[str, str | None] = meta.get("constants", {})
+    data = events.read_bytes() if events.exists() else b""
+    r = np.frombuffer(data, RECORD, count=len(data) // RECORD.itemsize)
+    r = r[(r["kind"] >= 1) & (r["kind"] <= 8)]  # a copy: every field below is a strided view of it
+    strings = pa.array(read_strings(Path(f"{base}{STRINGS_SUFFIX}")), pa.string())
+    kind, flags = pa.array(r["kind"]).cast(pa.int32()), r["flags"]
+    n = len(r)
+
+    def ids(field: str, valid: np.ndarray | None = None) -> pa.Array:
+        values = r[field]
+        ok = (values >= 0) & (values < len(strings)) if valid is None else valid & (values >= 0) & (values < len(strings))
+        return pc.take(strings, pa.array(values, mask=~ok))
+
+    def text(field: str, constant: str | None) -> pa.Array:
+        col = ids(field)
+        return pc.fill_null(col, constant) if constant is not None else col
+
+    def flagged(field: str, flag: int, kind_type: pa.DataType | None = None) -> pa.Array:
+        return pa.array(r[field], mask=(flags & flag) == 0).cast(kind_type or pa.int64())
+
+    failed = (r["kind"] == 3) | (r["kind"] == 4)
+    has_id = (flags & HAS_ID) != 0
+    columns = {
+        "op": pc.take(pa.array(KIND_OP, pa.string()), kind),
+        "type": pc.take(pa.array(KIND_TYPE, pa.string()), kind),
+        "producer": text("producer", constants.get("producer")),
+        "seq": flagged("seq", HAS_SEQ),
+        "key": ids("key"),
+        "payload_hash": _hex32(pa.array(r["crc"], mask=(flags & HAS_CRC) == 0)),
+        "message_id": _message_ids(r, has_id),
+        "topic": text("topic", constants.get("topic")),
+        "redelivery_count": flagged("aux", HAS_REDELIVERY, pa.int32()),
+        "ts": pa.array(r["ts"]),
+        "publish_ts": flagged("publish_ts", HAS_PUBLISH_TS),
+        "read_index": flagged("read_index", HAS_READ_INDEX),
+        "error": ids("aux", failed),
+    }
+    for name in ("consumer", "subscription", "cluster", "region", "node"):
+        value = constants.get(name)
+        if value is not None:
+            columns[name] = pa.repeat(pa.scalar(value, pa.string()), n)
+    return conform(pa.table(columns))
+
+
+def _hex32(values: pa.Array) -> pa.Array:
+    """Unsigned 32-bit values as 8 lowercase hex digits, vectorised (null stays null)."""
+    v = values.cast(pa.int64())
+    parts = [pc.take(_HEX_BYTES, pc.bit_wise_and(pc.shift_right(v, shift), 0xFF)) for shift in (24, 16, 8, 0)]
+    return pc.binary_join_element_wise(*parts, "")
+
+
+def _message_ids(r: np.ndarray, has_id: np.ndarray) -> pa.Array:
+    """``(ledger,entry,partition,batch)``, the text the Python client gives a message id."""
+    mask = ~has_id
+    fields = [pa.array(r[f], mask=mask).cast(pa.string()) for f in ("ledger", "entry", "partition", "batch")]
+    inner = pc.binary_join_element_wise(*fields, ",")
+    return pc.binary_join_element_wise("(", inner, ")", "")
+
+
+def journal_bases(directory: str | os.PathLike[str]) -> list[Path]:
+    """The driver journals in a run directory (as ``<dir>/<part>`` without suffix)."""
+    return sorted(p.with_suffix("") for p in Path(directory).glob(f"*{EVENTS_SUFFIX}"))
+
+
+def journal_to_parquet(base: Path) -> Path:
+    """Convert one driver journal into ``<part>.parquet`` and remove the journal files (idempotent)."""
+    target = Path(f"{base}{PART_SUFFIX}")
+    if not Path(f"{base}{EVENTS_SUFFIX}").exists():  # converted already: never overwrite a part with nothing
+        return target
+    partial = base.with_name(f".{base.name}.parquet.tmp")
+    pq.write_table(read_events(base), partial, compression="zstd")
+    os.replace(partial, target)
+    for suffix in (EVENTS_SUFFIX, STRINGS_SUFFIX, META_SUFFIX):
+        Path(f"{base}{suffix}").unlink(missing_ok=True)
+    return target
+
+
+__all__ = ["RECORD", "SCHEMA", "journal_bases", "journal_to_parquet", "read_events", "read_strings", "write_meta"]
