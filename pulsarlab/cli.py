@@ -162,6 +162,13 @@ def workload_run(
     with Live("", console=err, refresh_per_second=4, transient=True) as live:
         result = ops.workload_run(state_dir, cfg, out_dir, cluster, region, tick=lambda c: live.update(line(c)))
     out.print(line(result.counters))
+    for e in result.errors[:5]:
+        err.print(f"[yellow]driver:[/] {e.splitlines()[0] if e else e}")
+    if result.errors:
+        err.print(f"[yellow]{len(result.errors)} driver report(s) in {result.out / 'errors.txt'}[/]")
+    if result.counters.invoked == 0:
+        err.print("[bold red]error:[/] no message was sent (see the driver reports above)")
+        raise typer.Exit(1)
     out.print(f"history in {result.out} ({result.send_rate:.0f} acked sends/s); check it with: pulsarlab verify {result.out}")
 
 

@@ -87,6 +87,7 @@ class WorkloadResult:
     counters: Counters
     seconds: float
     send_rate: float
+    errors: list[str] = field(default_factory=list)  # what the drivers reported, also in errors.txt
 
 
 class Workload:
@@ -162,7 +163,8 @@ class Workload:
         recover_journals(self.out)
         if self._errors:
             (self.out / "errors.txt").write_text("\n".join(self._errors) + "\n")
-        return WorkloadResult(self.out, self.counters, time.monotonic() - t0, self.counters.acked / max(send_seconds, 1e-9))
+        rate = self.counters.acked / max(send_seconds, 1e-9)
+        return WorkloadResult(self.out, self.counters, time.monotonic() - t0, rate, list(self._errors))
 
     def _read_clusters(self) -> dict[str, str]:
         return self.target.read_clusters or {self.target.cluster: self.target.service_url}

@@ -66,3 +66,14 @@ def test_unknown_node_is_named(tmp_path: Path) -> None:
     result = runner.invoke(app, ["node", "kill", "bk9", "--state-dir", str(tmp_path)])
     assert result.exit_code == 1
     assert "no node 'bk9'" in result.stderr
+
+
+def test_a_workload_whose_drivers_sent_nothing_fails_and_says_why(tmp_path: Path, monkeypatch) -> None:
+    from pulsarlab import ops
+    from pulsarlab.workload.run import Counters, WorkloadResult
+
+    reports = ["p0: exited with 1; log tail:\nPulsarClientException: topic not found"]
+    monkeypatch.setattr(ops, "workload_run", lambda *a, **k: WorkloadResult(tmp_path, Counters(), 1.0, 0.0, reports))
+    result = runner.invoke(app, ["workload", "run", "--out", str(tmp_path / "run"), "--duration", "1"])
+    assert result.exit_code == 1
+    assert "p0: exited with 1" in result.output and "no message was sent" in result.output
