@@ -5,7 +5,10 @@ message) with a few planted anomalies, then times the Spark verifier and
 ``bench/reference_checker.py`` on each, every one in its own process so peak RSS (whole process
 tree, Spark JVM included) is sampled cleanly with psutil. Usage::
 
-    python bench/verify_scale.py --sizes 1000000,10000000 [--workdir DIR] [--keep]
+    python bench/verify_scale.py --sizes 1000000,10000000 [--workdir DIR] [--keep] [--reuse]
+
+``--reuse`` verifies histories already in ``--workdir`` (kept by an earlier ``--keep`` run) instead
+of generating them again.
 """
 
 from __future__ import annotations
@@ -141,6 +144,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000000,10000000", help="comma-separated message counts")
     parser.add_argument("--workdir", type=Path, help="where histories go (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the generated histories")
+    parser.add_argument("--reuse", action="store_true", help="verify histories kept in --workdir, generating only missing ones")
     parser.add_argument("--worker-verify", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker_verify:
@@ -164,9 +168,10 @@ def main() -> None:
     console = Console(width=200)
     for n in (int(s) for s in args.sizes.split(",")):
         directory = workdir / f"run-{n}"
-        shutil.rmtree(directory, ignore_errors=True)
         t = time.monotonic()
-        generate(directory, n)
+        if not (args.reuse and (directory / "read-c1.parquet").exists()):
+            shutil.rmtree(directory, ignore_errors=True)
+            generate(directory, n)
         generated = time.monotonic() - t
         spark = measure([sys.executable, str(Path(__file__).resolve()), "--worker-verify", str(directory)])
         ref = measure([sys.executable, str(HERE / "reference_checker.py"), str(directory)])
