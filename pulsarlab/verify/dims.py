@@ -94,12 +94,12 @@ def _combos(table: pa.Table) -> list[tuple[str | None, ...]]:
     return out
 
 
-def _seq_range(pf: pq.ParquetFile, path: Path) -> tuple[int, int] | None:
-    """(min, max) seq of a file from its statistics, else from the column itself."""
+def column_range(pf: pq.ParquetFile, path: Path | str, column: str) -> tuple[int, int] | None:
+    """(min, max) of an integer column of a file from its statistics, else from the column itself."""
     names = pf.schema_arrow.names
-    if "seq" not in names:
+    if column not in names:
         return None
-    index = names.index("seq")
+    index = names.index(column)
     lows, highs = [], []
     for rg in range(pf.metadata.num_row_groups):
         meta = pf.metadata.row_group(rg)
@@ -109,7 +109,7 @@ def _seq_range(pf: pq.ParquetFile, path: Path) -> tuple[int, int] | None:
         if stats is None or not stats.has_min_max:
             if stats is not None and stats.null_count == meta.num_rows:
                 continue
-            values = pq.read_table(path, columns=["seq"]).column("seq")
+            values = pq.read_table(path, columns=[column]).column(column)
             lo_hi = pc.min_max(values)
             return (lo_hi["min"].as_py(), lo_hi["max"].as_py()) if lo_hi["min"].is_valid else None
         lows.append(stats.min)
@@ -133,7 +133,7 @@ def read_dims(paths: list[Path], max_clusters: int = MAX_CLUSTERS) -> Dims:
             ops.update(str(r[0]) for r in found)
         if ops:
             files.setdefault(frozenset(ops), []).append(str(path))
-        seqs = _seq_range(pf, path)
+        seqs = column_range(pf, path, "seq")
         if seqs is not None:
             lows.append(seqs[0])
             highs.append(seqs[1])

@@ -1,0 +1,137 @@
+"""The verifier's pyarrow pieces on their own: hashing, event encoding, percentiles, gaps, order."""
+
+from __future__ import annotations
+
+import math
+import pickle
+import random
+
+import pyarrow as pa
+import pytest
+
+from pulsarlab.verify import events as ev
+from pulsarlab.verify import summary as sm
+
+
+def test_hash64_depends_on_the_bytes_only() -> None:
+    values = ["", "a", "a\0", "7:41:-1:-1", "é", "x" * 40, None, "7:41:-1:-1", "x" * 39]
+    hashes = ev.hash64(pa.array(values)).to_pylist()
+    assert hashes[1] != hashes[2], "a trailing NUL is not padding"
+    assert hashes[3] == hashes[7]
+    assert hashes[6] == ev.NULL_HASH
+    assert len({h for v, h in zip(values, hashes, strict=True) if v is not None}) == 7
+    # the same value hashes alike alone, among others of other lengths, and dictionary-encoded
+    for i, v in enumerate(values):
+        assert ev.hash64(pa.array([v])).to_pylist() == [hashes[i]]
+    assert ev.hash64(pa.array(values).dictionary_encode()).to_pylist() == hashes
+    assert ev.hash64(pa.array([None, None], pa.string())).to_pylist() == [ev.NULL_HASH] * 2
+
+
+def test_hash64_spreads_similar_ids() -> None:
+    ids = [f"{1000 + k // 7}:{k % 7}:-1:-1" for k in range(20000)]
+    assert len(set(ev.hash64(pa.array(ids)).to_pylist())) == len(ids)
+
+
+def _ctx(**kw: object) -> ev.Context:
+    base = {"producers": ("p0", "p1"), "clusters": ("c1", "c2"), "subs": (("c1", "s"), ("c2", "s")), "consumers": ("k0",)}
+    return ev.Context(**{**base, **kw}, one_key=True)  # type: ignore[arg-type]
+
+
+def test_encode_packs_op_cluster_subscription_and_consumer() -> None:
+    batch = pa.record_batch(
+        {
+            "op": ["receive", "ack", "send", "send", "read", "receive"],
+            "type": [None, None, "ok", "weird", None, None],
+            "producer": ["p1", "p1", "p0", "p0", None, "p0"],
+            "seq": [3, 3, None, 1, 9, 2],
+            "ts": [10, 11, 12, 13, 14, 15],
+            "cluster": ["c2", "c1", None, "c1", "c1", "zz"],
+            "subscription": ["s", "s", None, None, None, "s"],
+            "consumer": ["k0", "k0", None, None, None, "other"],
+            "key": ["k", None, None, None, None, "k"],
+            "publish_ts": [1, None, None, None, None, 2],
+        }
+    )
+    out = ev.encode(batch, _ctx()).to_pydict()
+    assert len(out["mkey"]) == 5, "the row without a producer is dropped"
+    assert out["mkey"][:3] == [1 << ev.SEQ_BITS | 3, 1 << ev.SEQ_BITS | 3, ev.NO_SEQ]
+    tag = out["tag"]
+    assert [t & 15 for t in tag] == [ev.OP_CODE["receive"], ev.OP_CODE["ack"], ev.OP_CODE["ok"], 0, ev.OP_CODE["receive"]]
+    assert [t >> ev.CID_SHIFT & 63 for t in tag] == [1, 0, ev.NO_CLUSTER, 0, ev.NO_CLUSTER]
+    assert [(t >> ev.SID_SHIFT & ev.SID_MASK) - 1 for t in tag] == [1, 0, -1, -1, -1]  # "zz" has no subscription "s"
+    assert [(t >> ev.CONSUMER_SHIFT) - 1 for t in tag] == [0, -1, -1, -1, -1]  # only receives carry the consumer
+    assert out["b"][0] == out["b"][4] == ev.hash64(pa.array(["k"]))[0].as_py()
+    assert out["b"][1] is None and out["a"] == [10, 11, 12, 13, 15] and out["c"] == [1, None, None, None, 2]
+
+
+def test_encode_read_rows_carry_id_hash_and_position() -> None:
+    batch = pa.record_batch(
+        {
+            "producer": ["p0", "p0"],
+            "seq": [0, 1],
+            "cluster": ["c1", "c1"],
+            "topic": ["t-partition-2", "t"],
+            "message_id": ["1:2:3:4", None],
+            "read_index": [7, None],
+        }
+    )
+    out = ev.encode(batch, _ctx(clusters=("c1",), subs=()), op="read").to_pydict()
+    assert [t & 15 for t in out["tag"]] == [ev.OP_CODE["read"]] * 2
+    assert out["a"] == [ev.hash64(pa.array(["1:2:3:4"]))[0].as_py(), ev.NULL_HASH]
+    assert out["b"] == [3 << ev.POSITION_BITS | 7, None]
+
+
+def test_percentiles_are_nearest_rank_at_the_printed_resolution() -> None:
+    rng = random.Random(7)
+    values = [rng.randrange(-2_000_000, 9_000_000) for _ in range(5000)] + [1_500, 2_500, 1_499_500, 3_000_500]
+    hist = sm._histogram(pa.array(values, pa.int64())).to_pydict()
+    got = sm.percentiles(dict(zip(hist["key"], hist["n"], strict=True)), max(values))
+    ordered = sorted(values)
+    for name, p in zip(("p50", "p95", "p99", "p99_9"), sm.PERCENTILES, strict=True):
+        assert got[name] == round(ordered[max(math.ceil(p * len(values)), 1) - 1] / 1e6, 3)
+    assert got["max"] == round(max(values) / 1e6, 3)
+    for v in (1_500, 2_500, 1_499_500, -1_500, 499, -499, 500, -500):  # half-way values round like round()
+        one = sm._histogram(pa.array([v], pa.int64())).to_pydict()
+        assert sm.percentiles(dict(zip(one["key"], one["n"], strict=True)), v)["p50"] == round(v / 1e6, 3)
+    assert sm.percentiles({}, None) == dict.fromkeys(("p50", "p95", "p99", "p99_9", "max"))
+
+
+def _gap_reference(points: list[int]) -> dict[str, object]:
+    pts = sorted(points)
+    g, a, b = max(((b - a, -a, b) for a, b in zip(pts, pts[1:], strict=False)), default=(0, -pts[0], pts[0]))
+    return {"seconds": g / 1e9, "from_ts": -a, "to_ts": b}
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_longest_gap_from_buckets_matches_a_full_sort(seed: int) -> None:
+    rng = random.Random(seed)
+    oks = [rng.randrange(1000, 2000) for _ in range(rng.randrange(0, 40))]
+    first_invoke = rng.choice([900, 1000, 1500, min(oks, default=1000)])
+    last_send = max([*oks, first_invoke, rng.randrange(1000, 2100)])
+    width = rng.choice([50, 100, 400, 2000])
+    buckets: dict[int, list[int]] = {}
+    for t in oks:
+        buckets.setdefault(max(min((t - 1000) // width, 7), 0), []).append(t)
+    summaries = [sm._bucket_gaps(b, pa.array(v, pa.int64())) for b, v in buckets.items()]
+    got = sm.longest_gap(pickle.loads(pickle.dumps(summaries)), first_invoke, last_send)
+    assert got == _gap_reference([*oks, first_invoke, last_send])
+
+
+def test_order_violations_within_producer_partitions() -> None:
+    plan = sm.Plan(("c1",), (("c1", "s"),), ("k0", "k1"), ((),), ((),), True, 4, 0, 1, 1)
+    rows = pa.table(
+        {
+            "pidx": [0, 0, 0, 0, 1, 1],
+            "a": [0, 0, 0, 1, 0, 0],
+            "b": [0, 0, 0, 0, 0, 0],
+            "order": [10, 20, 30, 5, 1, 2],
+            "seq": [0, 2, 1, 0, 5, None],
+        }
+    )
+    found = sm._violations(plan, "producer", 0, rows)
+    count, examples = found["order_violations_producer"]
+    assert count == 1
+    assert examples[0][1] == {"cluster": "c1", "partition": 0, "prev_seq": 2, "read_index": 30}
+    keyed = rows.set_column(1, "a", pa.array([1, 1, 1, None, None, None], pa.int64()))
+    count, examples = sm._violations(plan, "key", 0, keyed)["order_violations_key"]
+    assert count == 1 and examples[0][1]["consumer"] == "k1" and examples[0][1]["first_receive_ts"] == 30
