@@ -115,6 +115,8 @@ class _Job:
         # smaller hash maps per reduce task for big histories (AQE merges the small partitions again)
         partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 1)
         spark.conf.set("spark.sql.shuffle.partitions", str(max(partitions, total // (24 << 20))))
+        # the per-message pass takes its partition in a few big Arrow batches
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(sm.CHUNK_ROWS))
         # every input row goes to the shuffle as is: rows of one message sit in different files, so a
         # map-side hash aggregation merges almost nothing and only costs memory (Spark 4.1+)
         spark.conf.set("spark.sql.execution.bypassPartialAggregation", "true")
@@ -216,7 +218,7 @@ class _Job:
             scanned=scanned,
             never=never,
             one_key=self.one_key,
-            routes=2 * self.cores,
+            routes=sm.routes(2 * self.cores),
             gap_lo=lo,
             gap_width=max((hi - lo) // GAP_BUCKETS + 1, 1),
             gap_buckets=GAP_BUCKETS,
@@ -247,7 +249,7 @@ class _Job:
         plan = self.plan()
         self.notes_on_scans()
         routed = _map_in_arrow(self.messages(), functools.partial(sm.summarise, plan), ROUTED)
-        routed = routed.repartition(max(plan.routes, 1), "route")
+        routed = routed.repartition(len(plan.routes), "route")
         results = _map_in_arrow(routed, functools.partial(sm.resolve, plan), ROUTED).collect()
         total = sm.merge([pickle.loads(r["payload"]) for r in results])
         found = total["found"]

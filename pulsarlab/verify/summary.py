@@ -44,7 +44,7 @@ class Plan:
     scanned: tuple[tuple[int, ...], ...]  # per cluster: producers whose storage view there is a read scan
     never: tuple[tuple[int, ...], ...]  # per subscription: the producers it must receive from
     one_key: bool
-    routes: int  # order routes; gap buckets come after them
+    routes: tuple[int, ...]  # the route value that Spark's hash partitioning sends to each partition of the second exchange
     gap_lo: int
     gap_width: int
     gap_buckets: int
@@ -249,62 +249,86 @@ def _chunk(plan: Plan, t: pa.Table, partial: dict[str, Any]) -> Iterator[pa.Reco
             _minmax(partial, f"max_{name}", values, "max")
 
     # -- rows for the second exchange
-    routes = plan.routes
     for i in range(len(clusters)):
         position = c[f"position_{i}"]
         if position.null_count == len(position):
             continue
-        rows = pa.table(
-            {
-                "pidx": c["pidx"],
-                "a": pc.subtract(pc.shift_right(position, POSITION_BITS), 1),
-                "b": pa.repeat(pa.scalar(0, pa.int64()), len(t)),
-                "order": pc.bit_wise_and(position, _POSITION_MASK),
-                "seq": c["seq"],
-            }
-        ).filter(position.is_valid())
-        yield from _routed(rows, ("producer", i), routes)
+        partition = pc.cast(pc.subtract(pc.shift_right(position, POSITION_BITS), 1), pa.int32())
+        rows = pa.table({"pidx": c["pidx"], "a": partition, "order": pc.bit_wise_and(position, _POSITION_MASK), "seq": c["seq"]})
+        rows = rows.filter(position.is_valid())
+        yield from _routed(rows, ("producer", i), plan)
     for j in range(len(plan.subs)):
         first = c[f"recv_first_{j}"]
         if first.null_count == len(first):
             continue
-        rows = pa.table(
-            {"pidx": c["pidx"], "a": pc.cast(c[f"consumer_{j}"], pa.int64()), "b": c["key_hash"], "order": first, "seq": c["seq"]}
-        ).filter(first.is_valid())
-        yield from _routed(rows, ("key", j), routes)
+        rows = pa.table({"pidx": c["pidx"], "a": c[f"consumer_{j}"], "b": c["key_hash"], "order": first, "seq": c["seq"]})
+        rows = rows.filter(first.is_valid())
+        yield from _routed(rows, ("key", j), plan)
     oks = c["ok_ts"].drop_null()
     if len(oks):
         offset = pc.subtract(oks, plan.gap_lo)
         bucket = pc.max_element_wise(pc.min_element_wise(pc.divide(offset, plan.gap_width), plan.gap_buckets - 1), 0)
         bucket = pc.if_else(pc.less(offset, 0), 0, bucket)  # integer division truncates toward zero
         for b in pc.unique(bucket).to_pylist():
-            yield _out(routes + b, ("gap", b, oks.filter(pc.equal(bucket, b))))
+            yield _out(plan.routes[b % len(plan.routes)], ("gap", b, oks.filter(pc.equal(bucket, b))))
 
 
-def _routed(rows: pa.Table, what: tuple[str, int], routes: int) -> Iterator[pa.RecordBatch]:
-    """Order rows, one batch per route: every row of a producer takes the same route."""
-    spread = pc.add(pc.multiply(rows.column("pidx"), 1_000_003), 2 * what[1] + (what[0] == "key"))
-    bucket = pc.subtract(spread, pc.multiply(pc.divide(spread, routes), routes))
-    for r in pc.unique(bucket).to_pylist():
-        yield _out(r, (what[0], what[1], rows.filter(pc.equal(bucket, r))))
+def _routed(rows: pa.Table, what: tuple[str, int], plan: Plan) -> Iterator[pa.RecordBatch]:
+    """Order rows, one batch per producer (without the pidx column): the rows of a producer go to
+    one partition, the producers of a check round-robin over the partitions."""
+    n, width = len(plan.routes), 2 * max(len(plan.clusters), len(plan.subs), 1)
+    pidx = rows.column("pidx")
+    rest = rows.drop_columns(["pidx"])
+    for p in pc.unique(pidx).to_pylist():
+        route = plan.routes[(p * width + 2 * what[1] + (what[0] == "key")) % n]
+        yield _out(route, (what[0], what[1], p, rest.filter(pc.equal(pidx, p))))
+
+
+def spark_partition(value: int, partitions: int) -> int:
+    """The partition Spark's hash partitioning puts a long column's ``value`` in: Murmur3 (x86,
+    32 bits, seed 42) of the value's two halves, modulo ``partitions``."""
+
+    def mix(h: int, k: int) -> int:
+        k = k * 0xCC9E2D51 & 0xFFFFFFFF
+        k = (k << 15 | k >> 17) & 0xFFFFFFFF
+        h ^= k * 0x1B873593 & 0xFFFFFFFF
+        h = (h << 13 | h >> 19) & 0xFFFFFFFF
+        return (h * 5 + 0xE6546B64) & 0xFFFFFFFF
+
+    h = mix(mix(42, value & 0xFFFFFFFF), value >> 32 & 0xFFFFFFFF) ^ 8
+    h = (h ^ h >> 16) * 0x85EBCA6B & 0xFFFFFFFF
+    h = (h ^ h >> 13) * 0xC2B2AE35 & 0xFFFFFFFF
+    h ^= h >> 16
+    return (h - (1 << 32) if h >= 1 << 31 else h) % partitions
+
+
+def routes(partitions: int) -> tuple[int, ...]:
+    """For each partition of a ``partitions``-way hash exchange, a value that lands in it."""
+    found: dict[int, int] = {}
+    value = 0
+    while len(found) < partitions:
+        found.setdefault(spark_partition(value, partitions), value)
+        value += 1
+    return tuple(found[p] for p in range(partitions))
 
 
 # -- second exchange ----------------------------------------------------------------------------
 def resolve(plan: Plan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The body of the second reduce task: order violations per producer, gaps per time bucket."""
-    tables: dict[tuple[str, int], list[Any]] = {}
+    tables: dict[tuple[Any, ...], list[Any]] = {}
     for batch in batches:
         for route, payload in zip(batch.column("route").to_pylist(), batch.column("payload").to_pylist(), strict=True):
             if route == PARTIAL:
                 yield pa.record_batch({"route": pa.array([route], pa.int64()), "payload": pa.array([payload])})
                 continue
-            kind, idx, rows = pickle.loads(payload)
-            tables.setdefault((kind, idx), []).append(rows)
-    for (kind, idx), parts in tables.items():
-        if kind == "gap":
-            yield _out(PARTIAL, {"gaps": [_bucket_gaps(idx, pa.concat_arrays(parts))]})
+            *what, rows = pickle.loads(payload)
+            tables.setdefault(tuple(what), []).append(rows)
+    for what, parts in tables.items():
+        if what[0] == "gap":
+            yield _out(PARTIAL, {"gaps": [_bucket_gaps(what[1], pa.concat_arrays(parts))]})
         else:
-            yield _out(PARTIAL, {"found": _violations(plan, kind, idx, pa.concat_tables(parts))})
+            kind, idx, pidx = what
+            yield _out(PARTIAL, {"found": _violations(plan, kind, idx, pa.concat_tables(parts), pidx)})
 
 
 def _bucket_gaps(bucket: int, values: pa.Array) -> tuple[int, int, int, list[Gap]]:
@@ -325,24 +349,24 @@ def _bucket_gaps(bucket: int, values: pa.Array) -> tuple[int, int, int, list[Gap
     return bucket, v[0].as_py(), v[len(v) - 1].as_py(), top
 
 
-def _violations(plan: Plan, kind: str, idx: int, rows: pa.Table) -> dict[str, list[Any]]:
-    """Within each (producer, a, b) group, in (order, seq) order: a seq below the previous one."""
-    keys = [("pidx", "at_start"), ("a", "at_start"), ("b", "at_start"), ("order", "at_end"), ("seq", "at_end")]
-    rows = rows.take(sort_indices(rows, keys))
+def _violations(plan: Plan, kind: str, idx: int, rows: pa.Table, pidx: int | None = None) -> dict[str, list[Any]]:
+    """Within each (producer, a, b) group, in (order, seq) order: a seq below the previous one.
+
+    ``rows`` has a ``pidx`` column, or all are of producer ``pidx``; ``b`` may be left out (all 0).
+    """
     n = rows.num_rows
     if n < 2:
         return {}
+    group, rows = _grouped(rows)
     cur, prev = rows.slice(1), rows.slice(0, n - 1)
-    same = pa.repeat(True, n - 1)
-    for name in ("pidx", "a", "b"):
-        x, y = cur.column(name).combine_chunks(), prev.column(name).combine_chunks()
-        eq = pc.or_kleene(pc.equal(x, y), pc.and_(x.is_null(), y.is_null())).fill_null(False)
-        same = pc.and_(same, eq)
+    same = pc.equal(group.slice(1), group.slice(0, n - 1))
     back = _true(pc.and_(same, pc.less(cur.column("seq"), prev.column("seq"))))
     count = pc.sum(back).as_py() or 0
     if not count:
         return {}
     hits = cur.filter(back).append_column("prev_seq", prev.column("seq").filter(back))
+    if "pidx" not in hits.column_names:
+        hits = hits.append_column("pidx", pa.repeat(pa.scalar(pidx, pa.int64()), hits.num_rows))
     cluster, sub = (plan.clusters[idx], None) if kind == "producer" else plan.subs[idx]
     out = []
     for r in _first(hits, pa.repeat(True, hits.num_rows)):  # a message is in one group of a check
@@ -361,6 +385,35 @@ def _violations(plan: Plan, kind: str, idx: int, rows: pa.Table) -> dict[str, li
     found: dict[str, list[Any]] = {}
     add_found(found, f"order_violations_{kind}", count, out)
     return found
+
+
+def _grouped(rows: pa.Table) -> tuple[pa.Array, pa.Table]:
+    """The rows sorted by their group columns (pidx, a, b; nulls are values too), then (order, seq),
+    null seqs last, and a number per group: one sort of packed longs when everything fits in 63 bits."""
+    names = [name for name in ("pidx", "a", "b") if name in rows.column_names]
+    codes = [pc.dictionary_encode(rows.column(name).combine_chunks()) for name in names]
+    sizes = [len(c.dictionary) + 1 for c in codes]
+    order, seq = rows.column("order").combine_chunks(), rows.column("seq").combine_chunks()
+    o_lo, o_hi = (x.as_py() for x in pc.min_max(order).values())
+    s_lo, s_hi = (x.as_py() or 0 for x in pc.min_max(seq).values())
+    widths = [(math.prod(sizes) - 1).bit_length(), (o_hi - o_lo).bit_length(), (s_hi - s_lo + 1).bit_length()]
+    if sum(widths) > 63:  # several sort keys, groups told apart by comparing neighbours
+        keys = [*((name, "at_start") for name in names), ("order", "at_end"), ("seq", "at_end")]
+        rows = rows.take(sort_indices(rows, keys))
+        n = rows.num_rows
+        new = pa.repeat(False, n - 1)
+        for name in names:
+            x, y = rows.column(name).slice(1).combine_chunks(), rows.column(name).slice(0, n - 1).combine_chunks()
+            both_null = pc.and_(x.is_null(), y.is_null())
+            new = pc.or_(new, pc.invert(pc.or_kleene(pc.equal(x, y), both_null).fill_null(False)))
+        return pc.cumulative_sum(pa.concat_arrays([pa.array([0], pa.int64()), pc.cast(new, pa.int64())])), rows
+    group = pa.repeat(pa.scalar(0, pa.int64()), rows.num_rows)
+    for c, size in zip(codes, sizes, strict=True):
+        group = pc.add(pc.multiply(group, size), pc.cast(c.indices.fill_null(size - 1), pa.int64()))
+    seq_code = pc.subtract(seq, s_lo).fill_null(s_hi - s_lo + 1)
+    packed = pc.add(pc.shift_left(pc.subtract(order, o_lo), widths[2]), seq_code)
+    indices = pc.sort_indices(pc.add(pc.shift_left(group, widths[1] + widths[2]), packed))
+    return group.take(indices), rows.take(indices)
 
 
 # -- on the driver ------------------------------------------------------------------------------

@@ -326,3 +326,18 @@ def test_dimensions_come_from_the_parquet_files_without_spark(tmp_path: Path) ->
     assert d.scopes == {"p0": {("c1", TOPIC)}, "p1": {("c1", TOPIC)}}
     assert sorted(map(sorted, d.files)) == [["ack", "receive"], ["read"], ["send"]]
     assert d.anonymous and d.seq_range == (0, 4)
+
+
+def test_route_values_land_in_the_partition_they_stand_for(spark) -> None:
+    from pyspark.sql import functions as F
+
+    from pulsarlab.verify.summary import routes, spark_partition
+
+    for n in (1, 3, 4, 8):
+        values = routes(n)
+        df = spark.createDataFrame([(v,) for v in values], "route long").repartition(n, "route")
+        got = dict(df.select("route", F.spark_partition_id().alias("p")).collect())
+        assert got == {v: p for p, v in enumerate(values)}
+    extremes = [-(1 << 63), -1, 1 << 40, (1 << 63) - 1]
+    df = spark.createDataFrame([(v,) for v in extremes], "route long").repartition(5, "route")
+    assert dict(df.select("route", F.spark_partition_id()).collect()) == {v: spark_partition(v, 5) for v in extremes}

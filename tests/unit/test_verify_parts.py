@@ -118,7 +118,7 @@ def test_longest_gap_from_buckets_matches_a_full_sort(seed: int) -> None:
 
 
 def test_order_violations_within_producer_partitions() -> None:
-    plan = sm.Plan(("c1",), (("c1", "s"),), ("k0", "k1"), ((),), ((),), True, 4, 0, 1, 1)
+    plan = sm.Plan(("c1",), (("c1", "s"),), ("k0", "k1"), ((),), ((),), True, (0,), 0, 1, 1)
     rows = pa.table(
         {
             "pidx": [0, 0, 0, 0, 1, 1],
@@ -135,3 +135,21 @@ def test_order_violations_within_producer_partitions() -> None:
     keyed = rows.set_column(1, "a", pa.array([1, 1, 1, None, None, None], pa.int64()))
     count, examples = sm._violations(plan, "key", 0, keyed)["order_violations_key"]
     assert count == 1 and examples[0][1]["consumer"] == "k1" and examples[0][1]["first_receive_ts"] == 30
+
+
+def test_order_violations_with_keys_too_wide_to_pack() -> None:
+    plan = sm.Plan(("c1",), (("c1", "s"),), ("k0",), ((),), ((),), True, (0,), 0, 1, 1)
+    big = 1 << 62
+    rows = pa.table(
+        {
+            "pidx": [0, 0, 0, 0, 0],
+            "a": [0, 0, None, None, 0],
+            "b": [-big, -big, 5, 5, big],
+            "order": [-big, big, 1, 2, 0],
+            "seq": [3, 1, 4, 2, 0],
+        }
+    )
+    count, examples = sm._violations(plan, "key", 0, rows)["order_violations_key"]
+    assert count == 2
+    assert [e[1]["prev_seq"] for e in examples] == [3, 4]
+    assert "consumer" not in examples[1][1]
