@@ -229,13 +229,8 @@ def encode(batch: pa.RecordBatch, ctx: Context, op: str | None = None) -> pa.Rec
     return pa.record_batch({**key, "tag": tag, "a": a, "b": b, "c": column("publish_ts")})
 
 
-def schema(one_key: bool) -> str:
-    """The Spark schema (DDL) of :func:`encode`'s rows."""
-    return ("mkey long" if one_key else "pidx long, seq long") + ", tag long, a long, b long, c long"
-
-
 def read_units(units: list[Unit], ctx: Context, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The body of the map task: every unit whose number arrives in ``ids`` (``spark.range`` batches)."""
+    """Every event of the units whose numbers arrive in ``ids`` (``spark.range`` batches)."""
     for ids_batch in ids:
         for i in ids_batch.column(0).to_pylist():
             unit = units[i]
@@ -244,6 +239,53 @@ def read_units(units: list[Unit], ctx: Context, ids: Iterator[pa.RecordBatch]) -
                 table = pf.read_row_group(rg, columns=list(unit.columns), use_threads=False)
                 for batch in table.to_batches(max_chunksize=BATCH_ROWS):
                     yield encode(batch, ctx, unit.op)
+
+
+def message_part(events: pa.Table, parts: int) -> pa.Array:
+    """Which of ``parts`` reduce tasks handles each event's message: a multiplicative hash of it."""
+
+    def u64(name: str) -> pa.Array:
+        return events.column(name).combine_chunks().fill_null(-1).view(pa.uint64())
+
+    key = u64("mkey") if "mkey" in events.column_names else pc.add(pc.multiply(u64("pidx"), _u64(_M1)), u64("seq"))
+    spread = pc.shift_right(pc.multiply(key, _u64(_M0)), _u64(33))
+    return pc.cast(pc.subtract(spread, pc.multiply(pc.divide(spread, _u64(parts)), _u64(parts))), pa.int64())
+
+
+def shipped_units(
+    units: list[Unit], ctx: Context, routes: tuple[int, ...], ids: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """The body of the map task: each unit's events, one Arrow IPC blob per reduce task, as rows
+    ``(route, payload)`` that Spark's hash exchange delivers to that task (see ``summary.routes``)."""
+    for ids_batch in ids:
+        for i in ids_batch.column(0).to_pylist():
+            one = iter([pa.record_batch({"id": [i]})])
+            events = pa.Table.from_batches(list(read_units(units, ctx, one)), schema=_schema(ctx.one_key)).combine_chunks()
+            part = message_part(events, len(routes))
+            for p in pc.unique(part).to_pylist():
+                sink = pa.BufferOutputStream()
+                with pa.ipc.new_stream(sink, events.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as writer:
+                    writer.write_table(events.filter(pc.equal(part, p)))
+                yield pa.record_batch({"route": pa.array([routes[p]], pa.int64()), "payload": _binary(sink.getvalue())})
+
+
+def _binary(data: pa.Buffer) -> pa.Array:
+    """A one-value binary array over ``data``, without copying it."""
+    offsets = pa.array([0, data.size], pa.int32()).buffers()[1]
+    return pa.Array.from_buffers(pa.binary(), 1, [None, offsets, data])
+
+
+def read_blobs(payloads: list[Any]) -> pa.Table | None:
+    """The events of many blobs as one table."""
+    tables = [pa.ipc.open_stream(p).read_all() for p in payloads]
+    return pa.concat_tables(tables).combine_chunks() if tables else None
+
+
+def _schema(one_key: bool) -> pa.Schema:
+    key = [("mkey", pa.int64())] if one_key else [("pidx", pa.int64()), ("seq", pa.int64())]
+    return pa.schema([*key, ("tag", pa.int64()), ("a", pa.int64()), ("b", pa.int64()), ("c", pa.int64())])
+
+
 
 
 _DICTIONARY = frozenset({"op", "type", "producer", "cluster", "topic", "subscription", "consumer", "key"})

@@ -1,25 +1,25 @@
 """The verifier: a PySpark job over a run's history directory.
 
-Plan (one job, two exchanges, every history row handled as columns, not as strings):
+Plan (one job, two exchanges of Arrow blobs; history rows are handled as columns, never as rows of
+strings):
 
 1. The dimensions (clusters, producers, topics, subscriptions, consumers, which file holds which
    ops) come from the Parquet files' low-cardinality columns on the driver (:mod:`.dims`), not from
    a pass over the history in Spark.
 2. Map: tasks read a few row groups each with pyarrow, only the columns their ops need, and turn
    every row into five longs (:mod:`.events`): the message (``producer index << 40 | seq``), a tag
-   packing op, cluster, subscription and consumer, and two or three values whose meaning depends
-   on the op. Strings become codes through each batch's dictionary; keys and message ids 64-bit
-   hashes computed over whole columns.
-3. Spark's hash aggregation groups those narrow rows by message: send outcomes and times, bitmasks
-   of the clusters that stored / delivered it, per cluster the min and max hash of the stored
-   message ids and the read position, per subscription the first/last delivery, first ack and first
-   consumer.
-4. One pass over that table (:mod:`.summary`, pyarrow on the executors, nothing cached) answers
-   every per-message check with counts and first examples, the message counts, extremes and latency
-   histograms, and routes the stored / delivered (order, seq) pairs per producer and the ack times
-   per time bucket through a second, small exchange of Arrow blobs. There each route is sorted once:
-   order violations, and each bucket's edges and two longest gaps.
-5. The driver merges the few partial results (examples, exact percentiles, the longest gap).
+   packing op, cluster, subscription and consumer, and values whose meaning depends on the op.
+   Strings become codes through each batch's dictionary; keys and message ids 64-bit hashes
+   computed over whole columns. Each task ships its events as one compressed Arrow blob per reduce
+   task; Spark's hash exchange on a ``route`` column delivers it there.
+3. Reduce (:mod:`.summary`): per message, send outcomes and times, bitmasks of the clusters that
+   stored / delivered it, per cluster the min and max hash of the stored message ids and the read
+   position, per subscription the first/last delivery, first ack and first consumer; then every
+   per-message check with counts and first examples, message counts, extremes, latency histograms.
+   The stored / delivered (order, seq) pairs go per producer, the ack times per time bucket, to a
+   second, small exchange, where each is sorted once: order violations; each bucket's edges and
+   two longest gaps.
+4. The driver merges the few partial results (examples, exact percentiles, the longest gap).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from pyspark.sql import types as T
 from pulsarlab.verify import events as ev
 from pulsarlab.verify import summary as sm
 from pulsarlab.verify.dims import MAX_CLUSTERS, base_topic, column_range, read_dims
-from pulsarlab.verify.events import NO_SEQ, OP_CODE, Context, Unit
+from pulsarlab.verify.events import NO_SEQ, Context, Unit
 from pulsarlab.verify.model import CHECKS, MAX_EXAMPLES, Check, Expectations, Verdict
 from pulsarlab.verify.session import spark_session
 from pulsarlab.verify.summary import Plan
@@ -110,16 +110,10 @@ class _Job:
         self.one_key = lo_hi is None or (lo_hi[0] >= 0 and lo_hi[1] < NO_SEQ)  # else group by (pidx, seq)
         total = sum(p.stat().st_size for p in self.paths)
         self.cores = cores = max(spark.sparkContext.defaultParallelism, 1)
-        # splits of a few row groups each, several per core: even waves, nothing idle at the end
+        # reduce tasks of the per-message aggregation: several per core, each with some 24 MB of Parquet
+        self.reducers = max(2 * cores, total // (24 << 20))
+        # splits of a few row groups each for the scan of anonymous deliveries
         spark.conf.set("spark.sql.files.maxPartitionBytes", str(max(4 << 20, min(128 << 20, total // (3 * cores) + 1))))
-        # smaller hash maps per reduce task for big histories (AQE merges the small partitions again)
-        partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 1)
-        spark.conf.set("spark.sql.shuffle.partitions", str(max(partitions, total // (24 << 20))))
-        # the per-message pass takes its partition in a few big Arrow batches
-        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(sm.CHUNK_ROWS))
-        # every input row goes to the shuffle as is: rows of one message sit in different files, so a
-        # map-side hash aggregation merges almost nothing and only costs memory (Spark 4.1+)
-        spark.conf.set("spark.sql.execution.bypassPartialAggregation", "true")
 
     # -- per message ----------------------------------------------------------------------------
     def units(self) -> list[Unit]:
@@ -146,62 +140,17 @@ class _Job:
                     group, count = [], 0
         return out
 
-    def events(self) -> DataFrame:
-        """Every event with a producer, as narrow numeric columns (see :mod:`.events`)."""
+    def shipped(self, plan: Plan) -> DataFrame:
+        """Every event with a producer, in Arrow blobs, each delivered to the reduce task of its messages."""
         d = self.d
         ctx = Context(tuple(d.producers), tuple(d.clusters), tuple(d.subs), tuple(d.consumers), self.one_key)
         units = self.units()
+        routes = sm.routes(self.reducers)
+        ids = self.spark.range(0, max(len(units), 1), 1, numPartitions=max(len(units), 1))
         if not units:
-            return self.spark.createDataFrame([], ev.schema(self.one_key))
-        ids = self.spark.range(0, len(units), 1, numPartitions=len(units))
-        return _map_in_arrow(ids, functools.partial(ev.read_units, units, ctx), ev.schema(self.one_key))
-
-    def messages(self) -> DataFrame:
-        """One row per message, numeric columns only, summarising every event about it.
-
-        A message belongs to one topic (its producer's), so within a message a subscription is
-        known by (cluster, name).
-        """
-        d = self.d
-        h = self.events()
-        # decoded inside the aggregation, so the shuffle carries the five narrow columns only
-        tag, ts, b = F.col("tag"), F.col("a"), F.col("b")
-        opc = tag.bitwiseAND(15)
-        cid = F.shiftright(tag, ev.CID_SHIFT).bitwiseAND(63)
-        sid = F.shiftright(tag, ev.SID_SHIFT).bitwiseAND(ev.SID_MASK) - 1
-        consumer = F.shiftright(tag, ev.CONSUMER_SHIFT) - 1
-        invoke, ok, recv, ack, read = (opc == OP_CODE[n] for n in ("invoke", "ok", "receive", "ack", "read"))
-        send = (opc >= OP_CODE["invoke"]) & (opc <= OP_CODE["fail"])
-        known = cid != ev.NO_CLUSTER
-        bit = F.expr(f"shiftleft(1L, cast(shiftright(tag, {ev.CID_SHIFT}) & 63 as int))")
-        aggs = [
-            F.bit_or(F.when(send, F.expr("shiftleft(1, cast(tag & 15 as int))"))).alias("kinds"),
-            F.min(F.when(invoke, ts)).alias("invoke_ts"),
-            F.min(F.when(ok, ts)).alias("ok_ts"),
-            F.max(F.when(send, ts)).alias("last_send_ts"),
-            F.max(F.when(ok & known, cid.cast("int"))).alias("ok_cid"),
-            F.max("c").alias("publish_ts"),
-            F.coalesce(F.bit_or(F.when(read & known, bit)), F.lit(0).cast("long")).alias("read_bits"),
-            F.coalesce(F.bit_or(F.when(recv & known, bit)), F.lit(0).cast("long")).alias("recv_bits"),
-            F.max(F.when(invoke | recv, b)).alias("key_hash"),
-        ]
-        for i in range(len(d.clusters)):
-            here = read & (cid == i)
-            aggs += [
-                F.min(F.when(here, ts)).alias(f"idmin_{i}"),  # a read's ``a`` is its message id's hash
-                F.max(F.when(here, ts)).alias(f"idmax_{i}"),
-                F.min(F.when(here, b)).alias(f"position_{i}"),
-            ]
-        for j in range(len(d.subs)):
-            mine = sid == j
-            got = recv & mine
-            aggs += [
-                F.min(F.when(got, ts)).alias(f"recv_first_{j}"),
-                F.max(F.when(got, ts)).alias(f"recv_last_{j}"),
-                F.min(F.when(ack & mine, ts)).alias(f"ack_first_{j}"),
-                F.min_by(F.when(got & (consumer >= 0), consumer.cast("int")), F.when(got, ts)).alias(f"consumer_{j}"),
-            ]
-        return h.groupBy("mkey" if self.one_key else ["pidx", "seq"]).agg(*aggs)
+            ids = ids.limit(0)
+        blobs = _map_in_arrow(ids, functools.partial(ev.shipped_units, units, ctx, routes), ROUTED)
+        return blobs.repartition(len(routes), "route")
 
     def plan(self) -> Plan:
         d = self.d
@@ -248,7 +197,7 @@ class _Job:
     def run(self) -> Verdict:
         plan = self.plan()
         self.notes_on_scans()
-        routed = _map_in_arrow(self.messages(), functools.partial(sm.summarise, plan), ROUTED)
+        routed = _map_in_arrow(self.shipped(plan), functools.partial(sm.reduce_events, plan), ROUTED)
         routed = routed.repartition(len(plan.routes), "route")
         results = _map_in_arrow(routed, functools.partial(sm.resolve, plan), ROUTED).collect()
         total = sm.merge([pickle.loads(r["payload"]) for r in results])

@@ -1,12 +1,15 @@
-"""The reduce side of the verifier: every check and metric from the per-message table, with pyarrow.
+"""The reduce side of the verifier: per-message aggregation, every check and metric, with pyarrow.
 
-The message table (one row per message, from Spark's aggregation) is read once, in Arrow batches,
-by :func:`summarise` on the executors. Per partition it returns small partial results -- counts,
-the first examples of every check, minima and maxima, latency histograms -- and routes what needs
-other messages to a second, small exchange: the stored and delivered (order, seq) pairs of the
-order checks, per producer, and the ack times of the longest-gap metric, per time bucket. There
-:func:`resolve` sorts each route and finds order violations and gaps. The driver then merges the
-few results (:func:`merge`). Like :mod:`.events`, this module needs pyarrow only on executors.
+A reduce task gets the events of its messages (Arrow blobs from the map tasks, :mod:`.events`) and
+:func:`aggregate` turns them into one row per message: events sorted by message once, then each
+aggregate a scatter into the message's slot (a hash aggregation only where a message has two rows
+of a kind). :func:`summarise` then answers, per chunk of messages, every per-message check with
+counts and the first examples, and collects the message counts, minima and maxima and latency
+histograms; what needs other messages goes through a second, small exchange: the stored and
+delivered (order, seq) pairs of the order checks, per producer, and the ack times of the
+longest-gap metric, per time bucket. There :func:`resolve` sorts each route and finds order
+violations and gaps. The driver merges the few results (:func:`merge`). Like :mod:`.events`,
+this module needs pyarrow only on executors.
 
 Latency percentiles are exact (nearest rank, ``ceil(p * n)``): each value is kept at the
 resolution the verdict prints (a microsecond, rounded half to even), in a histogram.
@@ -24,7 +27,18 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pulsarlab.verify.events import NO_SEQ, OP_CODE, POSITION_BITS, SEQ_BITS
+from pulsarlab.verify.events import (
+    CID_SHIFT,
+    CONSUMER_SHIFT,
+    NO_CLUSTER,
+    NO_SEQ,
+    OP_CODE,
+    POSITION_BITS,
+    SEQ_BITS,
+    SID_MASK,
+    SID_SHIFT,
+    read_blobs,
+)
 
 PERCENTILES = (0.5, 0.95, 0.99, 0.999)
 MAX_EXAMPLES = 20
@@ -121,6 +135,121 @@ def _columns(t: pa.Table, plan: Plan) -> dict[str, pa.Array]:
         c["pidx"] = pc.shift_right(c["mkey"], SEQ_BITS)
         c["seq"] = pc.if_else(pc.equal(low, NO_SEQ), pa.scalar(None, pa.int64()), low)
     return c
+
+
+# -- per message --------------------------------------------------------------------------------
+def reduce_events(plan: Plan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The body of the reduce task: the events of its messages (Arrow blobs from the map tasks),
+    aggregated per message, then everything :func:`summarise` does."""
+    payloads = [p for batch in batches for p in batch.column("payload").to_pylist()]
+    events = read_blobs(payloads)
+    del payloads
+    messages = aggregate(events, plan) if events is not None and events.num_rows else None
+    del events
+    yield from summarise(plan, iter(messages.to_batches(max_chunksize=CHUNK_ROWS)) if messages is not None else iter(()))
+
+
+def aggregate(events: pa.Table, plan: Plan) -> pa.Table:
+    """One row per message (the columns the checks read), from its events.
+
+    Events are sorted by message once; an aggregate over the rows of one kind is a scatter into the
+    message's slot when no message has two such rows (the usual case), else a hash aggregation.
+    """
+    if plan.one_key:
+        key = events.column("mkey").combine_chunks()
+    else:  # (pidx, seq) as one long, seq by its rank among this task's seqs
+        seqs = pc.dictionary_encode(events.column("seq").combine_chunks())
+        codes = pc.cast(seqs.indices.fill_null(len(seqs.dictionary)), pa.int64())
+        key = pc.add(pc.shift_left(events.column("pidx").combine_chunks(), 32), codes)
+    order = pc.sort_indices(key)
+    events, key = events.take(order), key.take(order)
+    new = _starts(key)
+    seg = pc.subtract(pc.cumulative_sum(pc.cast(new, pa.int64())), 1)
+    firsts = pc.indices_nonzero(new)
+    m = len(firsts)
+    out: dict[str, pa.Array] = {}
+    if plan.one_key:
+        out["mkey"] = key.take(firsts)
+    else:
+        out["pidx"] = events.column("pidx").take(firsts).combine_chunks()
+        out["seq"] = events.column("seq").take(firsts).combine_chunks()
+    tag = events.column("tag").combine_chunks()
+    a, b, c = (events.column(x).combine_chunks() for x in ("a", "b", "c"))
+    opc = pc.bit_wise_and(tag, 15)
+    cid = pc.bit_wise_and(pc.shift_right(tag, CID_SHIFT), 63)
+    sid = pc.subtract(pc.bit_wise_and(pc.shift_right(tag, SID_SHIFT), SID_MASK), 1)
+    consumer = pc.subtract(pc.shift_right(tag, CONSUMER_SHIFT), 1)
+    is_ = {name: pc.equal(opc, OP_CODE[name]) for name in ("invoke", "ok", "receive", "ack", "read")}
+    send = pc.and_(pc.greater_equal(opc, OP_CODE["invoke"]), pc.less_equal(opc, OP_CODE["fail"]))
+    known = pc.not_equal(cid, NO_CLUSTER)
+
+    def per_message(mask: pa.Array | None, values: pa.Array, how: str) -> pa.Array:
+        rows = pc.indices_nonzero(mask) if mask is not None else None
+        s, v = (seg, values) if rows is None else (seg.take(rows), values.take(rows))
+        if v.null_count:
+            s, v = s.filter(v.is_valid()), v.drop_null()
+        return _scatter_reduce(s, v, how, m)
+
+    def bits(mask: pa.Array, index: pa.Array) -> pa.Array:
+        """bit_or of ``1 << index`` over the rows of ``mask``: each distinct (message, bit) once, summed."""
+        rows = pc.indices_nonzero(mask)
+        s, x = seg.take(rows), index.take(rows)
+        if _repeats(s):
+            pairs = pa.table({"s": s, "x": x}).group_by(["s", "x"], use_threads=False).aggregate([])
+            s, x = pairs.column("s").combine_chunks(), pairs.column("x").combine_chunks()
+        return _scatter_reduce(s, pc.shift_left(pa.repeat(pa.scalar(1, pa.int64()), len(x)), x), "sum", m)
+
+    out["kinds"] = pc.cast(bits(send, opc), pa.int32())
+    out["invoke_ts"] = per_message(is_["invoke"], a, "min")
+    out["ok_ts"] = per_message(is_["ok"], a, "min")
+    out["last_send_ts"] = per_message(send, a, "max")
+    out["ok_cid"] = pc.cast(per_message(pc.and_(is_["ok"], known), cid, "max"), pa.int32())
+    out["publish_ts"] = per_message(None, c, "max")
+    out["read_bits"] = bits(pc.and_(is_["read"], known), cid).fill_null(0)
+    out["recv_bits"] = bits(pc.and_(is_["receive"], known), cid).fill_null(0)
+    out["key_hash"] = per_message(pc.or_(is_["invoke"], is_["receive"]), b, "max")
+    for i in range(len(plan.clusters)):
+        here = pc.and_(is_["read"], pc.equal(cid, i))
+        out[f"idmin_{i}"] = per_message(here, a, "min")
+        out[f"idmax_{i}"] = per_message(here, a, "max")
+        out[f"position_{i}"] = per_message(here, b, "min")
+    for j in range(len(plan.subs)):
+        mine = pc.equal(sid, j)
+        got = pc.and_(is_["receive"], mine)
+        out[f"recv_first_{j}"] = first = per_message(got, a, "min")
+        out[f"recv_last_{j}"] = per_message(got, a, "max")
+        out[f"ack_first_{j}"] = per_message(pc.and_(is_["ack"], mine), a, "min")
+        # the consumer of the first delivery (of the earliest such row when several share its time)
+        at_first = pc.and_(got, pc.equal(a, first.take(seg)).fill_null(False))
+        rows = pc.indices_nonzero(at_first)
+        s = seg.take(rows)
+        keep = _starts(s)
+        who = consumer.take(rows).filter(keep)
+        who = pc.if_else(pc.greater_equal(who, 0), who, pa.scalar(None, pa.int64()))
+        out[f"consumer_{j}"] = pc.cast(_scatter_reduce(s.filter(keep), who, "min", m), pa.int32())
+    return pa.table(out)
+
+
+def _starts(s: pa.Array) -> pa.Array:
+    """Where a run of equal values of a sorted array starts."""
+    if len(s) == 0:
+        return pa.array([], pa.bool_())
+    return pa.concat_arrays([pa.array([True]), pc.not_equal(s.slice(1), s.slice(0, len(s) - 1))])
+
+
+def _repeats(s: pa.Array) -> bool:
+    """Whether a sorted array of message slots names a slot twice."""
+    return len(s) > 1 and bool(pc.any(pc.equal(s.slice(1), s.slice(0, len(s) - 1))).as_py())
+
+
+def _scatter_reduce(s: pa.Array, v: pa.Array, how: str, m: int) -> pa.Array:
+    """``how`` of the values ``v`` per message slot ``s`` (sorted), as an array of ``m`` slots."""
+    if len(s) == 0:
+        return pa.nulls(m, v.type)
+    if _repeats(s):
+        g = pa.table({"s": s, "v": v}).group_by("s", use_threads=False).aggregate([("v", how)])
+        s, v = g.column("s").combine_chunks(), g.column(f"v_{how}").combine_chunks()
+    return pc.scatter(v, s, max_index=m - 1)
 
 
 # -- per partition ------------------------------------------------------------------------------

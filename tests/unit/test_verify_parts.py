@@ -153,3 +153,58 @@ def test_order_violations_with_keys_too_wide_to_pack() -> None:
     assert count == 2
     assert [e[1]["prev_seq"] for e in examples] == [3, 4]
     assert "consumer" not in examples[1][1]
+
+
+def _events(rows: list[tuple[int, int, int, int | None, int | None, int | None]], one_key: bool = True) -> pa.Table:
+    """Events from (pidx, seq, tag, a, b, c) tuples."""
+    pidx, seq, tag, a, b, c = (list(x) for x in zip(*rows, strict=True))
+    key = {"mkey": [p << ev.SEQ_BITS | s for p, s in zip(pidx, seq, strict=True)]} if one_key else {"pidx": pidx, "seq": seq}
+    return pa.table({**key, "tag": tag, "a": a, "b": b, "c": c}, schema=ev._schema(one_key))
+
+
+def _tag(op: str, cid: int = 0, sid: int | None = None, consumer: int | None = None) -> int:
+    tag = ev.OP_CODE[op] | cid << ev.CID_SHIFT
+    tag |= (sid + 1 if sid is not None else 0) << ev.SID_SHIFT
+    return tag | (consumer + 1 if consumer is not None else 0) << ev.CONSUMER_SHIFT
+
+
+@pytest.mark.parametrize("one_key", [True, False])
+def test_aggregate_per_message_with_repeated_rows(one_key: bool) -> None:
+    plan = sm.Plan(("c1", "c2"), (("c1", "s"), ("c2", "s")), ("k0", "k1"), ((), ()), ((), ()), one_key, (0,), 0, 1, 1)
+    rows = [
+        (0, 5, _tag("invoke"), 100, 7, None),
+        (0, 5, _tag("ok", 1), 110, None, None),
+        (0, 5, _tag("ok", 0), 105, None, None),  # two oks: the earliest time, the highest cluster
+        (0, 5, _tag("receive", 1, 1, 1), 130, 7, 99),
+        (0, 5, _tag("receive", 1, 1, 0), 120, 7, 98),  # redelivery order: the first receive's consumer
+        (0, 5, _tag("receive", 1, 1, 1), 120, 7, 98),  # same time, later row: not the first
+        (0, 5, _tag("ack", 1, 1), 125, None, 97),
+        (0, 5, _tag("read", 0), 1111, 3, None),
+        (0, 5, _tag("read", 0), 2222, 4, None),  # stored twice on c1
+        (0, 5, _tag("read", 1), 3333, 9, None),
+        (1, 0, _tag("read", ev.NO_CLUSTER), 1, 1, None),  # unknown cluster: no bit, no position
+        (1, 0, _tag("nack"), 0, None, 55),
+    ]
+    m = sm.aggregate(_events(rows, one_key), plan).to_pylist()
+    assert len(m) == 2
+    first, second = m
+    if one_key:
+        assert first["mkey"] == 5 and second["mkey"] == 1 << ev.SEQ_BITS
+    else:
+        assert (first["pidx"], first["seq"], second["pidx"], second["seq"]) == (0, 5, 1, 0)
+    assert first["kinds"] == 1 << ev.OP_CODE["invoke"] | 1 << ev.OP_CODE["ok"]
+    assert (first["invoke_ts"], first["ok_ts"], first["last_send_ts"], first["ok_cid"]) == (100, 105, 110, 1)
+    assert (first["publish_ts"], first["read_bits"], first["recv_bits"], first["key_hash"]) == (99, 0b11, 0b10, 7)
+    assert (first["idmin_0"], first["idmax_0"], first["position_0"], first["position_1"]) == (1111, 2222, 3, 9)
+    assert (first["recv_first_1"], first["recv_last_1"], first["ack_first_1"], first["consumer_1"]) == (120, 130, 125, 0)
+    assert first["recv_first_0"] is None and first["consumer_0"] is None
+    assert second["kinds"] is None and second["read_bits"] == 0 and second["position_0"] is None
+    assert second["publish_ts"] == 55
+
+
+def test_message_part_is_stable_and_spread() -> None:
+    events = _events([(p, s, 0, 0, None, None) for p in range(4) for s in range(2000)])
+    part = ev.message_part(events, 7).to_pylist()
+    assert part == ev.message_part(events.slice(0, 8000), 7).to_pylist()
+    counts = [part.count(i) for i in range(7)]
+    assert min(counts) > 0.8 * len(part) / 7
