@@ -103,7 +103,11 @@ class Measured:
 
 def _tree_rss(proc: psutil.Process) -> int:
     total = 0
-    for p in [proc, *proc.children(recursive=True)]:
+    try:
+        tree = [proc, *proc.children(recursive=True)]
+    except psutil.Error:  # a child (a Python worker) ended while the tree was listed: try again next tick
+        return 0
+    for p in tree:
         with contextlib.suppress(psutil.Error):
             total += p.memory_info().rss
     return total
