@@ -174,60 +174,85 @@ def aggregate(events: pa.Table, plan: Plan) -> pa.Table:
         out["pidx"] = events.column("pidx").take(firsts).combine_chunks()
         out["seq"] = events.column("seq").take(firsts).combine_chunks()
     tag = events.column("tag").combine_chunks()
-    a, b, c = (events.column(x).combine_chunks() for x in ("a", "b", "c"))
     opc = pc.bit_wise_and(tag, 15)
-    cid = pc.bit_wise_and(pc.shift_right(tag, CID_SHIFT), 63)
-    sid = pc.subtract(pc.bit_wise_and(pc.shift_right(tag, SID_SHIFT), SID_MASK), 1)
-    consumer = pc.subtract(pc.shift_right(tag, CONSUMER_SHIFT), 1)
-    is_ = {name: pc.equal(opc, OP_CODE[name]) for name in ("invoke", "ok", "receive", "ack", "read")}
-    send = pc.and_(pc.greater_equal(opc, OP_CODE["invoke"]), pc.less_equal(opc, OP_CODE["fail"]))
-    known = pc.not_equal(cid, NO_CLUSTER)
+    columns = {"s": seg, "tag": tag, **{x: events.column(x).combine_chunks() for x in ("a", "b", "c")}}
+    subsets = {}  # op code -> its events (still in message order)
+    for code in pc.unique(opc).to_pylist():
+        rows = pc.indices_nonzero(pc.equal(opc, code))
+        subsets[code] = {name: col.take(rows) for name, col in columns.items()}
+    none = {name: col.slice(0, 0) for name, col in columns.items()}
 
-    def per_message(mask: pa.Array | None, values: pa.Array, how: str) -> pa.Array:
-        rows = pc.indices_nonzero(mask) if mask is not None else None
-        s, v = (seg, values) if rows is None else (seg.take(rows), values.take(rows))
+    def rows(op: str | int, where: Any = None) -> dict[str, pa.Array]:
+        """The events of one op (a name or a code), those where ``where(tag)`` holds if given."""
+        t = subsets.get(OP_CODE.get(op, op) if isinstance(op, str) else op, none)
+        if where is None or not len(t["s"]):
+            return t
+        mask = where(t["tag"])
+        return {name: col.filter(mask) for name, col in t.items()}
+
+    def reduce(t: dict[str, pa.Array], values: str | pa.Array, how: str) -> pa.Array:
+        s, v = t["s"], t[values] if isinstance(values, str) else values
         if v.null_count:
             s, v = s.filter(v.is_valid()), v.drop_null()
         return _scatter_reduce(s, v, how, m)
 
-    def bits(mask: pa.Array, index: pa.Array) -> pa.Array:
-        """bit_or of ``1 << index`` over the rows of ``mask``: each distinct (message, bit) once, summed."""
-        rows = pc.indices_nonzero(mask)
-        s, x = seg.take(rows), index.take(rows)
-        if _repeats(s):
-            pairs = pa.table({"s": s, "x": x}).group_by(["s", "x"], use_threads=False).aggregate([])
-            s, x = pairs.column("s").combine_chunks(), pairs.column("x").combine_chunks()
-        return _scatter_reduce(s, pc.shift_left(pa.repeat(pa.scalar(1, pa.int64()), len(x)), x), "sum", m)
+    def present(t: dict[str, pa.Array]) -> pa.Array:
+        if not len(t["s"]):
+            return pa.repeat(False, m)
+        return pc.scatter(pa.repeat(True, len(t["s"])), t["s"], max_index=m - 1).is_valid()
 
-    out["kinds"] = pc.cast(bits(send, opc), pa.int32())
-    out["invoke_ts"] = per_message(is_["invoke"], a, "min")
-    out["ok_ts"] = per_message(is_["ok"], a, "min")
-    out["last_send_ts"] = per_message(send, a, "max")
-    out["ok_cid"] = pc.cast(per_message(pc.and_(is_["ok"], known), cid, "max"), pa.int32())
-    out["publish_ts"] = per_message(None, c, "max")
-    out["read_bits"] = bits(pc.and_(is_["read"], known), cid).fill_null(0)
-    out["recv_bits"] = bits(pc.and_(is_["receive"], known), cid).fill_null(0)
-    out["key_hash"] = per_message(pc.or_(is_["invoke"], is_["receive"]), b, "max")
+    def highest(arrays: list[pa.Array]) -> pa.Array:
+        return pc.max_element_wise(*arrays, skip_nulls=True) if len(arrays) > 1 else arrays[0]
+
+    def bits(op: str, indices: range) -> pa.Array:
+        """bit_or of ``1 << cid`` over the op's events: one presence test per cluster."""
+        total = pa.repeat(pa.scalar(0, pa.int64()), m)
+        for i in indices:
+            here = present(rows(op, lambda t, i=i: pc.equal(_cid(t), i)))
+            total = pc.add(total, pc.if_else(here, 1 << i, 0))
+        return total
+
+    sends = ("invoke", "ok", "info", "fail")
+    kinds = pa.repeat(pa.scalar(0, pa.int64()), m)
+    for op in sends:
+        if OP_CODE[op] in subsets:
+            kinds = pc.add(kinds, pc.if_else(present(rows(op)), 1 << OP_CODE[op], 0))
+    out["kinds"] = pc.cast(kinds, pa.int32())
+    out["invoke_ts"] = reduce(rows("invoke"), "a", "min")
+    out["ok_ts"] = reduce(rows("ok"), "a", "min")
+    out["last_send_ts"] = highest([reduce(rows(op), "a", "max") for op in sends])
+    ok = rows("ok", lambda t: pc.not_equal(_cid(t), NO_CLUSTER))
+    out["ok_cid"] = pc.cast(reduce(ok, _cid(ok["tag"]), "max"), pa.int32())
+    out["publish_ts"] = highest([reduce(rows(code), "c", "max") for code in subsets] or [pa.nulls(m, pa.int64())])
+    out["read_bits"] = bits("read", range(len(plan.clusters)))
+    out["recv_bits"] = bits("receive", range(len(plan.clusters)))
+    out["key_hash"] = highest([reduce(rows("invoke"), "b", "max"), reduce(rows("receive"), "b", "max")])
     for i in range(len(plan.clusters)):
-        here = pc.and_(is_["read"], pc.equal(cid, i))
-        out[f"idmin_{i}"] = per_message(here, a, "min")
-        out[f"idmax_{i}"] = per_message(here, a, "max")
-        out[f"position_{i}"] = per_message(here, b, "min")
+        here = rows("read", lambda t, i=i: pc.equal(_cid(t), i))
+        out[f"idmin_{i}"] = reduce(here, "a", "min")
+        out[f"idmax_{i}"] = reduce(here, "a", "max")
+        out[f"position_{i}"] = reduce(here, "b", "min")
     for j in range(len(plan.subs)):
-        mine = pc.equal(sid, j)
-        got = pc.and_(is_["receive"], mine)
-        out[f"recv_first_{j}"] = first = per_message(got, a, "min")
-        out[f"recv_last_{j}"] = per_message(got, a, "max")
-        out[f"ack_first_{j}"] = per_message(pc.and_(is_["ack"], mine), a, "min")
+        got = rows("receive", lambda t, j=j: pc.equal(_sid(t), j))
+        out[f"recv_first_{j}"] = first = reduce(got, "a", "min")
+        out[f"recv_last_{j}"] = reduce(got, "a", "max")
+        out[f"ack_first_{j}"] = reduce(rows("ack", lambda t, j=j: pc.equal(_sid(t), j)), "a", "min")
         # the consumer of the first delivery (of the earliest such row when several share its time)
-        at_first = pc.and_(got, pc.equal(a, first.take(seg)).fill_null(False))
-        rows = pc.indices_nonzero(at_first)
-        s = seg.take(rows)
+        at_first = pc.equal(got["a"], first.take(got["s"])).fill_null(False)
+        s = got["s"].filter(at_first)
         keep = _starts(s)
-        who = consumer.take(rows).filter(keep)
+        who = pc.subtract(pc.shift_right(got["tag"].filter(at_first).filter(keep), CONSUMER_SHIFT), 1)
         who = pc.if_else(pc.greater_equal(who, 0), who, pa.scalar(None, pa.int64()))
         out[f"consumer_{j}"] = pc.cast(_scatter_reduce(s.filter(keep), who, "min", m), pa.int32())
     return pa.table(out)
+
+
+def _cid(tag: pa.Array) -> pa.Array:
+    return pc.bit_wise_and(pc.shift_right(tag, CID_SHIFT), 63)
+
+
+def _sid(tag: pa.Array) -> pa.Array:
+    return pc.subtract(pc.bit_wise_and(pc.shift_right(tag, SID_SHIFT), SID_MASK), 1)
 
 
 def _starts(s: pa.Array) -> pa.Array:
