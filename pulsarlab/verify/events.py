@@ -262,10 +262,15 @@ def shipped_units(
             one = iter([pa.record_batch({"id": [i]})])
             events = pa.Table.from_batches(list(read_units(units, ctx, one)), schema=_schema(ctx.one_key)).combine_chunks()
             part = message_part(events, len(routes))
-            for p in pc.unique(part).to_pylist():
+            order = pc.sort_indices(part)  # one take, then a slice per reduce task
+            events, part = events.take(order), part.take(order)
+            counts = pc.value_counts(part)
+            start = 0
+            for p, n in sorted(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True)):
                 sink = pa.BufferOutputStream()
                 with pa.ipc.new_stream(sink, events.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as writer:
-                    writer.write_table(events.filter(pc.equal(part, p)))
+                    writer.write_table(events.slice(start, n))
+                start += n
                 yield pa.record_batch({"route": pa.array([routes[p]], pa.int64()), "payload": _binary(sink.getvalue())})
 
 
