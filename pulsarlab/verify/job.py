@@ -80,22 +80,6 @@ def verify(directory: str | Path, master: str | None = None, expect: Expectation
     return verdict
 
 
-def _map_in_arrow(df: DataFrame, func: Any, schema: str) -> DataFrame:
-    """``df.mapInArrow(func, schema)``, also without pandas installed.
-
-    PySpark checks for pandas on the driver whenever it wraps a map function, although an Arrow
-    function never uses it (executors need pyarrow only); the check is skipped for this call.
-    """
-    import pyspark.sql.pandas.functions as pandas_functions
-
-    check = pandas_functions.require_minimum_pandas_version
-    pandas_functions.require_minimum_pandas_version = lambda: None
-    try:
-        return df.mapInArrow(func, schema)
-    finally:
-        pandas_functions.require_minimum_pandas_version = check
-
-
 class _Job:
     def __init__(self, spark: SparkSession, directory: Path, expect: Expectations) -> None:
         self.spark = spark
@@ -149,7 +133,7 @@ class _Job:
         ids = self.spark.range(0, max(len(units), 1), 1, numPartitions=max(len(units), 1))
         if not units:
             ids = ids.limit(0)
-        blobs = _map_in_arrow(ids, functools.partial(ev.shipped_units, units, ctx, routes), ROUTED)
+        blobs = ids.mapInArrow(functools.partial(ev.shipped_units, units, ctx, routes), ROUTED)
         return blobs.repartition(len(routes), "route")
 
     def plan(self) -> Plan:
@@ -197,9 +181,9 @@ class _Job:
     def run(self) -> Verdict:
         plan = self.plan()
         self.notes_on_scans()
-        routed = _map_in_arrow(self.shipped(plan), functools.partial(sm.reduce_events, plan), ROUTED)
+        routed = self.shipped(plan).mapInArrow(functools.partial(sm.reduce_events, plan), ROUTED)
         routed = routed.repartition(len(plan.routes), "route")
-        results = _map_in_arrow(routed, functools.partial(sm.resolve, plan), ROUTED).collect()
+        results = routed.mapInArrow(functools.partial(sm.resolve, plan), ROUTED).collect()
         total = sm.merge([pickle.loads(r["payload"]) for r in results])
         found = total["found"]
         if self.d.anonymous:
