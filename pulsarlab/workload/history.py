@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
@@ -54,10 +53,6 @@ OPS: Final[frozenset[str]] = frozenset({"send", "receive", "ack", "nack", "read"
 SEND_TYPES: Final[frozenset[str]] = frozenset({"invoke", "ok", "fail", "info"})
 JOURNAL_SUFFIX: Final = ".arrows"
 PART_SUFFIX: Final = ".parquet"
-SEND_COLUMNS: Final[tuple[str, ...]] = ("type", "seq", "key", "payload_hash", "ts", "message_id", "error")
-"""The per-row columns of :meth:`HistoryWriter.append_send`, in its argument order."""
-SEND_CONSTANTS: Final[tuple[str, ...]] = ("producer", "topic", "cluster", "region")
-"""The columns every row of one :meth:`HistoryWriter.append_send` writer shares."""
 
 
 class HistoryWriter:
@@ -66,10 +61,6 @@ class HistoryWriter:
     ``append`` is thread-safe (producer callbacks run on client threads). A background thread
     flushes buffered rows at least every ``flush_seconds`` even when nothing else is appended.
     Use as a context manager, or call :meth:`close`.
-
-    A producer records two rows per message, so it has a cheaper path: give the columns its rows
-    share once (``send_constants``), then call :meth:`append_send` per row; rows are kept as tuples
-    and turned into columns when flushed.
     """
 
     def __init__(
@@ -79,7 +70,6 @@ class HistoryWriter:
         *,
         flush_rows: int = 10_000,
         flush_seconds: float = 0.5,
-        send_constants: dict[str, str | None] | None = None,
     ) -> None:
         if not part_name or "/" in part_name or part_name.startswith((".", "_")):
             raise ValueError(f"invalid part name {part_name!r}: no '/', must not start with '.' or '_'")
@@ -97,12 +87,6 @@ class HistoryWriter:
         self._lock = threading.Lock()
         self._buffer: dict[str, list[Any]] = {name: [] for name in COLUMNS}
         self._buffered = 0
-        constants = dict(send_constants or {})
-        unknown = constants.keys() - set(SEND_CONSTANTS)
-        if unknown:
-            raise TypeError(f"send_constants takes {', '.join(SEND_CONSTANTS)}; not {sorted(unknown)}")
-        self._send_constants = {name: constants.get(name) for name in SEND_CONSTANTS}
-        self._sends: deque[tuple[Any, ...]] = deque()  # append_send rows; deque appends are atomic
         self._closed = False
         self._sink = open(self.journal_path, "wb")  # noqa: SIM115 - closed in close()
         self._stream = ipc.new_stream(self._sink, SCHEMA)
@@ -135,35 +119,10 @@ class HistoryWriter:
             if self._buffered >= self.flush_rows:
                 self._flush_locked()
 
-    def append_send(
-        self,
-        type: str,  # noqa: A002 - the column's name
-        seq: int,
-        key: str | None,
-        payload_hash: str | int | None,
-        ts: int,
-        message_id: object = None,
-        error: str | None = None,
-    ) -> None:
-        """Buffer one ``send`` row of this writer's producer, the columns of ``send_constants`` filled in.
-
-        Thread-safe, without a lock. ``ts`` is required (ns since the epoch). Converted when the row
-        is flushed: an int ``payload_hash`` (a CRC-32) to 8 hex digits, a ``message_id`` that is not
-        a string (a ``pulsar.MessageId``) with ``str()``.
-        """
-        if type not in SEND_TYPES:
-            raise ValueError(f"a send needs type in {sorted(SEND_TYPES)}, got {type!r}")
-        if self._closed:
-            raise RuntimeError(f"history writer {self.part_name} is closed")
-        sends = self._sends
-        sends.append((type, seq, key, payload_hash, ts, message_id, error))
-        if len(sends) >= self.flush_rows:
-            self.flush()
-
     @property
     def buffered(self) -> int:
         """Rows appended but not flushed yet."""
-        return self._buffered + len(self._sends)
+        return self._buffered
 
     def flush(self) -> None:
         """Write buffered rows to the journal and hand them to the OS."""
@@ -171,40 +130,14 @@ class HistoryWriter:
             self._flush_locked()
 
     def _flush_locked(self) -> None:
-        batches = []
-        if self._buffered:
-            batches.append(pa.record_batch([pa.array(self._buffer[name], type=SCHEMA.field(name).type) for name in COLUMNS],
-                                           schema=SCHEMA))
-            self._buffer = {name: [] for name in COLUMNS}
-            self._buffered = 0
-        if self._sends:
-            batches.append(self._send_batch())
-        if not batches:
+        if not self._buffered:
             return
-        for batch in batches:
-            self._stream.write_batch(batch)
-            self.rows_written += batch.num_rows
+        batch = pa.record_batch([pa.array(self._buffer[name], type=SCHEMA.field(name).type) for name in COLUMNS], schema=SCHEMA)
+        self._buffer = {name: [] for name in COLUMNS}
+        self._buffered = 0
+        self._stream.write_batch(batch)
+        self.rows_written += batch.num_rows
         self._sink.flush()
-
-    def _send_batch(self) -> pa.RecordBatch:
-        """Take the rows ``append_send`` buffered so far (later appends stay) as one batch."""
-        pop = self._sends.popleft
-        rows = [pop() for _ in range(len(self._sends))]
-        n = len(rows)
-        columns = dict(zip(SEND_COLUMNS, (list(c) for c in zip(*rows, strict=True)), strict=True))
-        columns["payload_hash"] = [f"{h:08x}" if h.__class__ is int else h for h in columns["payload_hash"]]
-        columns["message_id"] = [m if m is None or m.__class__ is str else str(m) for m in columns["message_id"]]
-        arrays = []
-        for f in SCHEMA:
-            if f.name in columns:
-                arrays.append(pa.array(columns[f.name], type=f.type))
-            elif f.name == "op":
-                arrays.append(pa.repeat(pa.scalar("send", f.type), n))
-            elif self._send_constants.get(f.name) is not None:
-                arrays.append(pa.repeat(pa.scalar(self._send_constants[f.name], f.type), n))
-            else:
-                arrays.append(pa.nulls(n, f.type))
-        return pa.record_batch(arrays, schema=SCHEMA)
 
     def _flush_periodically(self) -> None:
         while not self._stop.wait(self.flush_seconds):
