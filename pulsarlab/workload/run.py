@@ -19,7 +19,6 @@ from pathlib import Path
 
 from pulsarlab.runtime.distribution import Distribution
 from pulsarlab.workload.driver import DriverProcess, driver_classes
-from pulsarlab.workload.history import recover_journals
 from pulsarlab.workload.journal import journal_to_parquet
 
 SUB_TYPES = ("exclusive", "failover", "shared", "key_shared")
@@ -160,7 +159,6 @@ class Workload:
             self._follow(readers, [*started, *readers], tick)
         finally:
             self._finish(readers, grace=30)
-        recover_journals(self.out)
         if self._errors:
             (self.out / "errors.txt").write_text("\n".join(self._errors) + "\n")
         rate = self.counters.acked / max(send_seconds, 1e-9)
