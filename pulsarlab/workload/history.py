@@ -44,13 +44,16 @@ SCHEMA: Final[pa.Schema] = pa.schema(
         pa.field("publish_ts", pa.int64()),
         pa.field("read_index", pa.int64()),
         pa.field("error", pa.string()),
+        pa.field("run", pa.string()),
+        pa.field("end_message_id", pa.string()),
     ]
 )
 """The one schema every event kind shares; columns an event does not use are null."""
 
 COLUMNS: Final[tuple[str, ...]] = tuple(SCHEMA.names)
-OPS: Final[frozenset[str]] = frozenset({"send", "receive", "ack", "nack", "read"})
+OPS: Final[frozenset[str]] = frozenset({"send", "receive", "ack", "nack", "read", "subscribe", "scan"})
 SEND_TYPES: Final[frozenset[str]] = frozenset({"invoke", "ok", "fail", "info"})
+ACK_TYPES: Final[frozenset[str]] = frozenset({"ok", "fail"})  # null on an ack: ok (histories before outcomes were recorded)
 JOURNAL_SUFFIX: Final = ".arrows"
 PART_SUFFIX: Final = ".parquet"
 
@@ -103,8 +106,10 @@ class HistoryWriter:
         kind = fields.get("type")
         if op == "send" and kind not in SEND_TYPES:
             raise ValueError(f"a send needs type in {sorted(SEND_TYPES)}, got {kind!r}")
-        if op != "send" and kind is not None:
-            raise ValueError(f"type is only for sends, got type={kind!r} on op={op!r}")
+        if op == "ack" and kind is not None and kind not in ACK_TYPES:
+            raise ValueError(f"an ack's type is one of {sorted(ACK_TYPES)} or null, got {kind!r}")
+        if op not in ("send", "ack") and kind is not None:
+            raise ValueError(f"type is only for sends and acks, got type={kind!r} on op={op!r}")
         unknown = fields.keys() - self._buffer.keys()
         if unknown:
             raise TypeError(f"unknown history columns: {sorted(unknown)}")
