@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from pulsarlab.workload.history import SCHEMA, part_files
+from pulsarlab.history import SCHEMA, part_files
 
 SEQ_BITS = 40  # a message is producer_id << 40 | seq, so sets hold small ints, not tuples
 

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from rich.console import Console
 from rich.table import Table
 
-from pulsarlab.workload.history import conform, write_table
+from pulsarlab.history import conform, write_table
 
 PRODUCERS = 8  # powers of two: index arithmetic is shifts and masks
 CONSUMERS = 4

@@ -37,6 +37,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pulsarlab.history import SCHEMA, part_files, recover_journals
 from pulsarlab.verify import events as ev
 from pulsarlab.verify import summary as sm
 from pulsarlab.verify.dims import MAX_CLUSTERS, base_topic, column_range, read_dims
@@ -44,7 +45,6 @@ from pulsarlab.verify.events import NO_SEQ, Context, Unit
 from pulsarlab.verify.model import CHECKS, MAX_EXAMPLES, Check, Expectations, Verdict
 from pulsarlab.verify.session import spark_session
 from pulsarlab.verify.summary import Plan
-from pulsarlab.workload.history import SCHEMA, part_files, recover_journals
 
 __all__ = ["MAX_CLUSTERS", "SPARK_SCHEMA", "VERDICT_FILE", "base_topic", "verify"]
 

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from pulsarlab.errors import DistributionError
+from pulsarlab.history.journal import write_meta
 from pulsarlab.runtime.distribution import Distribution, cache_root, file_lock
-from pulsarlab.workload.journal import write_meta
 
 SOURCE = Path(__file__).with_name("java") / "Driver.java"
 MAIN_CLASS = "pulsarlab.driver.Driver"

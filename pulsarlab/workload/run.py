@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pulsarlab.history.journal import journal_to_parquet
 from pulsarlab.runtime.distribution import Distribution
 from pulsarlab.workload.driver import DriverProcess, driver_classes
-from pulsarlab.workload.journal import journal_to_parquet
 
 SUB_TYPES = ("exclusive", "failover", "shared", "key_shared")
 READY_TIMEOUT = 120.0

@@ -10,9 +10,9 @@ import pyarrow.compute as pc
 from typer.testing import CliRunner
 
 from pulsarlab.cli import app
+from pulsarlab.history import read_history
 from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.workload.driver import DriverProcess, driver_classes
-from pulsarlab.workload.history import read_history
 
 runner = CliRunner()
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from pulsarlab.workload.history import (
+from pulsarlab.history import (
     SCHEMA,
     HistoryWriter,
     read_history,
@@ -86,7 +86,7 @@ def test_appends_from_many_threads_are_all_kept(tmp_path: Path) -> None:
 CHILD = textwrap.dedent(
     """
     import sys, time
-    from pulsarlab.workload.history import HistoryWriter
+    from pulsarlab.history import HistoryWriter
     w = HistoryWriter(sys.argv[1], "producer-killed", flush_rows=100, flush_seconds=60)
     for seq in range(250):  # 200 rows flushed in two batches, 50 still buffered
         w.append(op="send", type="invoke", producer="p", seq=seq)

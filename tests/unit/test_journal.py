@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from pulsarlab.workload.history import SCHEMA, read_history
-from pulsarlab.workload.journal import (
+from pulsarlab.history import SCHEMA, read_history
+from pulsarlab.history.journal import (
     EVENTS_SUFFIX,
     HAS_CRC,
     HAS_ID,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from pulsarlab.history import HistoryWriter, write_table
 from pulsarlab.verify import CHECKS, VERDICT_FILE, Expectations, Verdict, spark_session, verify
-from pulsarlab.workload.history import HistoryWriter, write_table
 
 S = 1_000_000_000  # ns per second
 MS = 1_000_000
@@ -312,8 +312,8 @@ def test_expectations_overrides() -> None:
 
 
 def test_dimensions_come_from_the_parquet_files_without_spark(tmp_path: Path) -> None:
+    from pulsarlab.history import part_files
     from pulsarlab.verify.dims import read_dims
-    from pulsarlab.workload.history import part_files
 
     parts = clean_history()
     parts["consumer-c0"].append({**find(parts["consumer-c0"], op="receive", producer="p0", seq=0), "producer": None})

@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pulsarlab.workload.history import PART_SUFFIX, SCHEMA, conform
+from pulsarlab.history.schema import PART_SUFFIX, SCHEMA, conform
 
 EVENTS_SUFFIX: Final = ".events"
 STRINGS_SUFFIX: Final = ".strings"
@@ -99,7 +99,7 @@ def read_strings(path: Path) -> list[str]:
 
 
 def read_events(base: Path) -> pa.Table:
-    """A journal's events as a history table (:data:`~pulsarlab.workload.history.SCHEMA`)."""
+    """A journal's events as a history table (:data:`~pulsarlab.history.schema.SCHEMA`)."""
     events = Path(f"{base}{EVENTS_SUFFIX}")
     meta_path = Path(f"{base}{META_SUFFIX}")
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {"constants": {}}

@@ -1,4 +1,4 @@
-"""The run history: one row per client event, Jepsen style, stored as Parquet.
+"""HistoryWriter: a run part written from Python code of one's own, as an Arrow IPC journal.
 
 Every process of a run (each producer, each consumer, the final reader) owns one part of the
 run directory. While it runs, a part is an Arrow IPC *journal* (``<part>.arrows``) to which a
@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
@@ -24,38 +23,9 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-SCHEMA: Final[pa.Schema] = pa.schema(
-    [
-        pa.field("op", pa.string(), nullable=False),
-        pa.field("type", pa.string()),
-        pa.field("producer", pa.string()),
-        pa.field("seq", pa.int64()),
-        pa.field("key", pa.string()),
-        pa.field("payload_hash", pa.string()),
-        pa.field("message_id", pa.string()),
-        pa.field("topic", pa.string()),
-        pa.field("consumer", pa.string()),
-        pa.field("subscription", pa.string()),
-        pa.field("redelivery_count", pa.int32()),
-        pa.field("cluster", pa.string()),
-        pa.field("region", pa.string()),
-        pa.field("node", pa.string()),
-        pa.field("ts", pa.int64(), nullable=False),
-        pa.field("publish_ts", pa.int64()),
-        pa.field("read_index", pa.int64()),
-        pa.field("error", pa.string()),
-        pa.field("run", pa.string()),
-        pa.field("end_message_id", pa.string()),
-    ]
-)
-"""The one schema every event kind shares; columns an event does not use are null."""
+from pulsarlab.history.schema import ACK_TYPES, COLUMNS, OPS, PART_SUFFIX, SCHEMA, SEND_TYPES
 
-COLUMNS: Final[tuple[str, ...]] = tuple(SCHEMA.names)
-OPS: Final[frozenset[str]] = frozenset({"send", "receive", "ack", "nack", "read", "subscribe", "scan"})
-SEND_TYPES: Final[frozenset[str]] = frozenset({"invoke", "ok", "fail", "info"})
-ACK_TYPES: Final[frozenset[str]] = frozenset({"ok", "fail"})  # null on an ack: ok (histories before outcomes were recorded)
 JOURNAL_SUFFIX: Final = ".arrows"
-PART_SUFFIX: Final = ".parquet"
 
 
 class HistoryWriter:
@@ -162,7 +132,7 @@ class HistoryWriter:
             self._sink.close()
         self._stop.set()
         self._flusher.join()
-        _journal_to_parquet(self.journal_path)
+        journal_to_parquet_arrows(self.journal_path)
         return self.parquet_path
 
     def __enter__(self) -> HistoryWriter:
@@ -195,60 +165,10 @@ def read_journal(path: str | os.PathLike[str]) -> pa.Table:
     return pa.Table.from_batches(batches, schema=SCHEMA)
 
 
-def _journal_to_parquet(journal: Path) -> Path:
+def journal_to_parquet_arrows(journal: Path) -> Path:
     target = journal.with_suffix(PART_SUFFIX)
     partial = journal.with_name(f".{journal.stem}.parquet.tmp")
     pq.write_table(read_journal(journal), partial, compression="zstd")
     os.replace(partial, target)
     journal.unlink()
-    return target
-
-
-def recover_journals(directory: str | os.PathLike[str]) -> list[Path]:
-    """Turn journals left by writers that never closed (crash, SIGKILL) into Parquet parts: the
-    Arrow IPC journals of :class:`HistoryWriter` and the workload driver's binary journals.
-
-    Only call this once the run's processes are gone: a live writer's journal would be taken.
-    Returns the Parquet files written.
-    """
-    from pulsarlab.workload.journal import journal_bases, journal_to_parquet  # it builds on this module
-
-    written = [_journal_to_parquet(j) for j in sorted(Path(directory).glob(f"*{JOURNAL_SUFFIX}"))]
-    return written + [journal_to_parquet(base) for base in journal_bases(directory)]
-
-
-def part_files(directory: str | os.PathLike[str]) -> list[Path]:
-    """The Parquet parts of a run directory, sorted (``verdict.json`` and the like are not parts)."""
-    return sorted(p for p in Path(directory).glob(f"*{PART_SUFFIX}") if not p.name.startswith((".", "_")))
-
-
-def read_history(directory: str | os.PathLike[str], *, recover: bool = True) -> pa.Table:
-    """The whole history of a run as one table with :data:`SCHEMA`.
-
-    With ``recover`` (the default) journals of writers that never closed are first salvaged.
-    """
-    if recover:
-        recover_journals(directory)
-    tables = [pq.read_table(p, schema=SCHEMA) for p in part_files(directory)]
-    return pa.concat_tables(tables) if tables else SCHEMA.empty_table()
-
-
-def conform(table: pa.Table) -> pa.Table:
-    """The same rows with exactly :data:`SCHEMA`: columns cast and ordered, missing ones null."""
-    if table.schema == SCHEMA:
-        return table
-    present = set(table.schema.names)
-    return pa.Table.from_arrays(
-        [table.column(f.name).cast(f.type) if f.name in present else pa.nulls(table.num_rows, f.type) for f in SCHEMA],
-        schema=SCHEMA,
-    )
-
-
-def write_table(directory: str | os.PathLike[str], part_name: str, rows: Iterable[dict[str, Any]] | pa.Table) -> Path:
-    """Write a whole part at once (generators, tests, the final reader); missing columns are null."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    table = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(list(rows), schema=SCHEMA)
-    target = directory / f"{part_name}{PART_SUFFIX}"
-    pq.write_table(conform(table), target, compression="zstd")
     return target
