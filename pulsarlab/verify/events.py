@@ -256,7 +256,7 @@ def shipped_units(
     units: list[Unit], ctx: Context, routes: tuple[int, ...], ids: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """The body of the map task: each unit's events, one Arrow IPC blob per reduce task, as rows
-    ``(route, payload)`` that Spark's hash exchange delivers to that task (see ``summary.routes``)."""
+    ``(route, payload)`` that Spark's hash exchange delivers to that task (see ``exchange.routes``)."""
     for ids_batch in ids:
         for i in ids_batch.column(0).to_pylist():
             one = iter([pa.record_batch({"id": [i]})])

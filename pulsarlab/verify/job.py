@@ -12,7 +12,7 @@ strings):
    Strings become codes through each batch's dictionary; keys and message ids 64-bit hashes
    computed over whole columns. Each task ships its events as one compressed Arrow blob per reduce
    task; Spark's hash exchange on a ``route`` column delivers it there.
-3. Reduce (:mod:`.summary`): per message, send outcomes and times, bitmasks of the clusters that
+3. Reduce (:mod:`.aggregate`, :mod:`.checks`): per message, send outcomes and times, bitmasks of the clusters that
    stored / delivered it, per cluster the min and max hash of the stored message ids and the read
    position, per subscription the first/last delivery, first ack and first consumer; then every
    per-message check with counts and first examples, message counts, extremes, latency histograms.
@@ -38,13 +38,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pulsarlab.history import SCHEMA, part_files, recover_journals
+from pulsarlab.verify import aggregate, checks, exchange, merge, plan
 from pulsarlab.verify import events as ev
-from pulsarlab.verify import summary as sm
 from pulsarlab.verify.dims import MAX_CLUSTERS, base_topic, column_range, read_dims
 from pulsarlab.verify.events import NO_SEQ, Context, Unit
 from pulsarlab.verify.model import CHECKS, MAX_EXAMPLES, Check, Expectations, Verdict
+from pulsarlab.verify.plan import Example, Plan, add_found
 from pulsarlab.verify.session import spark_session
-from pulsarlab.verify.summary import Plan
 
 __all__ = ["MAX_CLUSTERS", "SPARK_SCHEMA", "VERDICT_FILE", "base_topic", "verify"]
 
@@ -62,8 +62,8 @@ GAP_BUCKETS = 8
 _ARROW_TO_SPARK = {"string": T.StringType(), "int64": T.LongType(), "int32": T.IntegerType()}
 SPARK_SCHEMA = T.StructType([T.StructField(f.name, _ARROW_TO_SPARK[str(f.type)], True) for f in SCHEMA])
 _TYPES = {f.name: f.dataType for f in SPARK_SCHEMA.fields}
-cloudpickle.register_pickle_by_value(ev)  # executors need pyarrow, not pulsarlab
-cloudpickle.register_pickle_by_value(sm)
+for _module in (ev, plan, aggregate, checks, exchange):  # executors need pyarrow, not pulsarlab
+    cloudpickle.register_pickle_by_value(_module)
 
 
 def verify(directory: str | Path, master: str | None = None, expect: Expectations | None = None) -> Verdict:
@@ -129,7 +129,7 @@ class _Job:
         d = self.d
         ctx = Context(tuple(d.producers), tuple(d.clusters), tuple(d.subs), tuple(d.consumers), self.one_key)
         units = self.units()
-        routes = sm.routes(self.reducers)
+        routes = exchange.routes(self.reducers)
         ids = self.spark.range(0, max(len(units), 1), 1, numPartitions=max(len(units), 1))
         if not units:
             ids = ids.limit(0)
@@ -151,7 +151,7 @@ class _Job:
             scanned=scanned,
             never=never,
             one_key=self.one_key,
-            routes=sm.routes(2 * self.cores),
+            routes=exchange.routes(2 * self.cores),
             gap_lo=lo,
             gap_width=max((hi - lo) // GAP_BUCKETS + 1, 1),
             gap_buckets=GAP_BUCKETS,
@@ -181,14 +181,14 @@ class _Job:
     def run(self) -> Verdict:
         plan = self.plan()
         self.notes_on_scans()
-        routed = self.shipped(plan).mapInArrow(functools.partial(sm.reduce_events, plan), ROUTED)
+        routed = self.shipped(plan).mapInArrow(functools.partial(aggregate.reduce_events, plan), ROUTED)
         routed = routed.repartition(len(plan.routes), "route")
-        results = routed.mapInArrow(functools.partial(sm.resolve, plan), ROUTED).collect()
-        total = sm.merge([pickle.loads(r["payload"]) for r in results])
+        results = routed.mapInArrow(functools.partial(exchange.resolve, plan), ROUTED).collect()
+        total = merge.merge([pickle.loads(r["payload"]) for r in results])
         found = total["found"]
         if self.d.anonymous:
             for name, (count, examples) in _collect_examples([self.anonymous_deliveries()]).items():
-                sm.add_found(found, name, count, examples)
+                add_found(found, name, count, examples)
         producers = self.d.producers
         checks_out = []
         for name in CHECKS:
@@ -203,11 +203,11 @@ class _Job:
         first_ok, last_ok = mm.get("min_ok_ts"), mm.get("max_ok_ts")
         span = (last_ok - first_ok) / 1e9 if first_ok is not None else 0.0
         first_invoke = mm.get("min_invoke_ts")
-        gap = sm.longest_gap(total["gaps"], first_invoke, mm["max_last_send_ts"]) if first_invoke is not None else None
+        gap = merge.longest_gap(total["gaps"], first_invoke, mm["max_last_send_ts"]) if first_invoke is not None else None
         return {
             "messages": {k: total[k] for k in ("sent", "acknowledged", "failed", "info", "indeterminate", "stored", "delivered")},
-            "publish_latency_ms": sm.percentiles(total["hist"]["pub"], mm.get("max_pub")),
-            "end_to_end_latency_ms": sm.percentiles(total["hist"]["e2e"], mm.get("max_e2e")),
+            "publish_latency_ms": merge.percentiles(total["hist"]["pub"], mm.get("max_pub")),
+            "end_to_end_latency_ms": merge.percentiles(total["hist"]["e2e"], mm.get("max_e2e")),
             "throughput_msgs_per_s": round(total["acknowledged"] / span, 3) if span > 0 else None,
             "longest_gap_without_ack_s": gap,
         }
@@ -226,7 +226,7 @@ def _rows(df: DataFrame, check: str, condition: Column, **detail: Column) -> Dat
     return df.filter(condition).select(F.lit(check).alias("check"), F.col("pidx"), F.col("seq"), payload.alias("detail"))
 
 
-def _collect_examples(parts: list[DataFrame]) -> dict[str, tuple[int, list[sm.Example]]]:
+def _collect_examples(parts: list[DataFrame]) -> dict[str, tuple[int, list[Example]]]:
     """Count every check and keep its first examples, in one Spark job."""
     allrows = parts[0]
     for p in parts[1:]:
@@ -238,7 +238,7 @@ def _collect_examples(parts: list[DataFrame]) -> dict[str, tuple[int, list[sm.Ex
         .filter(F.col("rn") <= MAX_EXAMPLES)
         .collect()
     )
-    found: dict[str, tuple[int, list[sm.Example]]] = {}
+    found: dict[str, tuple[int, list[Example]]] = {}
     for r in sorted(ranked, key=lambda r: (r["check"], r["rn"])):
         count, examples = found.setdefault(r["check"], (r["n"], []))
         key = (r["pidx"] is not None, r["pidx"] or 0, r["seq"] is not None, r["seq"] or 0, r["detail"])

@@ -331,7 +331,7 @@ def test_dimensions_come_from_the_parquet_files_without_spark(tmp_path: Path) ->
 def test_route_values_land_in_the_partition_they_stand_for(spark) -> None:
     from pyspark.sql import functions as F
 
-    from pulsarlab.verify.summary import routes, spark_partition
+    from pulsarlab.verify.exchange import routes, spark_partition
 
     for n in (1, 3, 4, 8):
         values = routes(n)
