@@ -175,19 +175,27 @@ def workload_run(
 @app.command("verify")
 @reported
 def verify_cmd(
-    directory: Annotated[Path, typer.Argument(help="a history folder written by 'workload run'")],
+    directories: Annotated[list[Path], typer.Argument(help="history folders written by 'workload run', judged as one")],
     as_json: JsonOpt = False,
     master: Annotated[str | None, typer.Option(help="Spark master URL (default local[*])")] = None,
     expect: Annotated[Path | None, typer.Option(help="YAML/JSON of the checks allowed to be non-zero")] = None,
+    verdict_out: Annotated[
+        Path | None, typer.Option("--out", help="write the verdict here (default: DIR/verdict.json for one folder)")
+    ] = None,
 ) -> None:
-    """Check a history with PySpark: lost, duplicated, unexpected, reordered, never delivered."""
-    verdict = ops.verify_history(directory, master, expect)
+    """Check histories with PySpark: lost, duplicated, corrupted, unexpected, reordered, never delivered.
+
+    Exit code: 0 pass, 1 a forbidden check failed, 3 inconclusive (evidence missing: the reasons
+    are printed), 2 usage error.
+    """
+    verdict = ops.verify_history(directories, master, expect, verdict_out)
     if as_json:
         print(json.dumps(verdict.to_json(), indent=2))
     else:
         out.print(verdict.render_table())
-    if not verdict.ok:
-        raise typer.Exit(1)
+    for reason in verdict.reasons:
+        err.print(f"[yellow]inconclusive:[/] {reason}", highlight=False)
+    raise typer.Exit(verdict.exit_code)
 
 
 inspect_app = typer.Typer(no_args_is_help=True, help="Look at where the running cluster keeps things.")

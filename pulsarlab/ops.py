@@ -13,7 +13,7 @@ from pulsarlab import render as rendering
 from pulsarlab.admin import metrics, placement, reconcile
 from pulsarlab.admin.client import AdminClient
 from pulsarlab.admin.reconcile import Report
-from pulsarlab.errors import StateError
+from pulsarlab.errors import StateError, UsageError
 from pulsarlab.runtime import distribution
 from pulsarlab.runtime.local import LocalCluster, Say, UpResult, timeout
 from pulsarlab.runtime.roundtrip import client as pulsar_client
@@ -221,11 +221,20 @@ def audit_subscription(service_url: str, topic: str, name: str = "pulsarlab-audi
             c.close()
 
 
-def verify_history(directory: Path, master: str | None = None, expectations: Path | None = None):
-    """Run the PySpark verifier over a history folder (Spark is imported only here: it is slow to load)."""
+def verify_history(
+    directories: list[Path], master: str | None = None, expectations: Path | None = None, out: Path | None = None
+):
+    """Run the PySpark verifier over one or several history folders judged as one (Spark is
+    imported only here: it is slow to load)."""
     from pulsarlab.verify import Expectations, verify
 
-    if not directory.is_dir():
-        raise StateError(f"no history folder {directory}")
-    expect = Expectations.load(expectations) if expectations else None
-    return verify(directory, master=master, expect=expect)
+    missing = [str(d) for d in directories if not d.is_dir()]
+    if missing:
+        raise UsageError(f"no history folder {', '.join(missing)}")
+    if expectations is not None and not expectations.is_file():
+        raise UsageError(f"no expectations file {expectations}")
+    try:
+        expect = Expectations.load(expectations) if expectations else None
+    except ValueError as exc:
+        raise UsageError(f"expectations file {expectations}: {exc}") from None
+    return verify(directories, master=master, expect=expect, out=out)

@@ -63,7 +63,7 @@ def aggregate(events: pa.Table, plan: Plan) -> pa.Table:
         out["seq"] = events.column("seq").take(firsts).combine_chunks()
     tag = events.column("tag").combine_chunks()
     opc = pc.bit_wise_and(tag, 15)
-    columns = {"s": seg, "tag": tag, **{x: events.column(x).combine_chunks() for x in ("a", "b", "c")}}
+    columns = {"s": seg, "tag": tag, **{x: events.column(x).combine_chunks() for x in ("a", "b", "c", "d")}}
     subsets = {}  # op code -> its events (still in message order)
     for code in pc.unique(opc).to_pylist():
         rows = pc.indices_nonzero(pc.equal(opc, code))
@@ -90,7 +90,12 @@ def aggregate(events: pa.Table, plan: Plan) -> pa.Table:
         return pc.scatter(pa.repeat(True, len(t["s"])), t["s"], max_index=m - 1).is_valid()
 
     def highest(arrays: list[pa.Array]) -> pa.Array:
-        return pc.max_element_wise(*arrays, skip_nulls=True) if len(arrays) > 1 else arrays[0]
+        return extreme(arrays, "max")
+
+    def extreme(arrays: list[pa.Array], how: str) -> pa.Array:
+        if len(arrays) == 1:
+            return arrays[0]
+        return (pc.max_element_wise if how == "max" else pc.min_element_wise)(*arrays, skip_nulls=True)
 
     def bits(op: str, indices: range) -> pa.Array:
         """bit_or of ``1 << cid`` over the op's events: one presence test per cluster."""
@@ -112,6 +117,10 @@ def aggregate(events: pa.Table, plan: Plan) -> pa.Table:
     ok = rows("ok", lambda t: pc.not_equal(_cid(t), NO_CLUSTER))
     out["ok_cid"] = pc.cast(reduce(ok, _cid(ok["tag"]), "max"), pa.int32())
     out["publish_ts"] = highest([reduce(rows(code), "c", "max") for code in subsets] or [pa.nulls(m, pa.int64())])
+    # payload hashes: the one recorded at send, the lowest and highest seen in a delivery or in storage
+    out["hash_sent"] = reduce(rows("invoke"), "d", "max")
+    out["hash_lo"] = extreme([reduce(rows(op), "d", "min") for op in ("receive", "read")], "min")
+    out["hash_hi"] = highest([reduce(rows(op), "d", "max") for op in ("receive", "read")])
     out["read_bits"] = bits("read", range(len(plan.clusters)))
     out["recv_bits"] = bits("receive", range(len(plan.clusters)))
     out["key_hash"] = highest([reduce(rows("invoke"), "b", "max"), reduce(rows("receive"), "b", "max")])

@@ -84,7 +84,9 @@ def _chunk(plan: Plan, t: pa.Table, partial: dict[str, Any]) -> Iterator[pa.Reco
     read_bits, recv_bits = c["read_bits"].fill_null(0), c["recv_bits"].fill_null(0)
     stored, delivered = pc.not_equal(read_bits, 0), pc.not_equal(recv_bits, 0)
     stored_any = pc.or_(stored, delivered)
-    uncertain = pc.and_(n_info, pc.invert(n_ok))
+    # an invoke the client never answered (its producer died first) is as unknown as an info
+    unanswered = pc.and_(n_invoke, pc.invert(pc.or_(pc.or_(n_ok, n_fail), n_info)))
+    uncertain = pc.and_(pc.or_(n_info, unanswered), pc.invert(n_ok))
     failed = pc.and_(pc.and_(n_fail, pc.invert(n_ok)), pc.invert(n_info))
     counts = {
         "sent": n_invoke,
@@ -107,7 +109,8 @@ def _chunk(plan: Plan, t: pa.Table, partial: dict[str, Any]) -> Iterator[pa.Reco
         if pidx:
             here = pc.and_(pc.equal(ok_cid, i), pc.is_in(c["pidx"], pa.array(pidx, pa.int64())))
             scanned = pc.or_(scanned, true_only(here))
-    stored_where = pc.if_else(scanned, bit(read_bits, ok_cid), bit(recv_bits, ok_cid))
+    # no read-back of where it was acknowledged: not judged here (the verdict names the missing evidence)
+    missing = pc.and_(scanned, pc.invert(bit(read_bits, ok_cid)))
     view = {"pidx": c["pidx"], "seq": c["seq"]}
 
     def check(name: str, mask: pa.Array, detail: Any, extra: dict[str, pa.Array] | None = None) -> None:
@@ -121,13 +124,27 @@ def _chunk(plan: Plan, t: pa.Table, partial: dict[str, Any]) -> Iterator[pa.Reco
     clusters = plan.clusters
     check(
         "lost",
-        pc.and_(n_ok, pc.invert(stored_where)),
+        pc.and_(n_ok, missing),
         lambda r: {"cluster": clusters[r["ok_cid"]] if r["ok_cid"] is not None else None, "ok_ts": r["ok_ts"]},
         {"ok_cid": ok_cid, "ok_ts": c["ok_ts"]},
     )
     check(
         "unexpected",
         pc.and_(pc.invert(n_invoke), stored_any),
+        lambda r: {
+            "stored_on": [x for i, x in enumerate(clusters) if r["read_bits"] >> i & 1],
+            "delivered_on": [x for i, x in enumerate(clusters) if r["recv_bits"] >> i & 1],
+        },
+        {"read_bits": read_bits, "recv_bits": recv_bits},
+    )
+    hash_sent = c["hash_sent"]
+    corrupted = pc.and_(
+        pc.and_(hash_sent.is_valid(), c["hash_lo"].is_valid()),
+        pc.or_(pc.not_equal(c["hash_lo"], hash_sent), pc.not_equal(c["hash_hi"], hash_sent)),
+    )
+    check(
+        "corrupted",
+        corrupted,
         lambda r: {
             "stored_on": [x for i, x in enumerate(clusters) if r["read_bits"] >> i & 1],
             "delivered_on": [x for i, x in enumerate(clusters) if r["recv_bits"] >> i & 1],

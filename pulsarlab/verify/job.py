@@ -28,6 +28,7 @@ import functools
 import json
 import pickle
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from pulsarlab.verify import aggregate, checks, exchange, merge, plan
 from pulsarlab.verify import events as ev
 from pulsarlab.verify.dims import MAX_CLUSTERS, base_topic, column_range, read_dims
 from pulsarlab.verify.events import NO_SEQ, Context, Unit
+from pulsarlab.verify.evidence import judge, read_manifests, read_scans
 from pulsarlab.verify.model import CHECKS, MAX_EXAMPLES, Check, Expectations, Verdict
 from pulsarlab.verify.plan import Example, Plan, add_found
 from pulsarlab.verify.session import spark_session
@@ -51,11 +53,13 @@ __all__ = ["MAX_CLUSTERS", "SPARK_SCHEMA", "VERDICT_FILE", "base_topic", "verify
 VERDICT_FILE = "verdict.json"
 ROUTED = "route long, payload binary"
 NEEDS = {  # columns each op contributes to the per-message table, besides op, producer and seq
-    "send": ("type", "ts", "cluster", "key", "publish_ts"),
-    "receive": ("ts", "cluster", "subscription", "consumer", "key", "publish_ts"),
-    "ack": ("ts", "cluster", "subscription", "publish_ts"),
+    "send": ("type", "ts", "cluster", "key", "publish_ts", "payload_hash"),
+    "receive": ("ts", "cluster", "subscription", "consumer", "key", "publish_ts", "payload_hash"),
+    "ack": ("type", "ts", "cluster", "subscription", "publish_ts"),
     "nack": ("publish_ts",),
-    "read": ("cluster", "topic", "message_id", "read_index", "publish_ts"),
+    "read": ("cluster", "topic", "message_id", "read_index", "publish_ts", "payload_hash"),
+    "subscribe": (),
+    "scan": (),
 }
 GAP_BUCKETS = 8
 
@@ -66,30 +70,54 @@ for _module in (ev, plan, aggregate, checks, exchange):  # executors need pyarro
     cloudpickle.register_pickle_by_value(_module)
 
 
-def verify(directory: str | Path, master: str | None = None, expect: Expectations | None = None) -> Verdict:
-    """Check a run's history and write ``verdict.json`` next to it."""
+def verify(
+    directories: str | Path | Sequence[str | Path],
+    master: str | None = None,
+    expect: Expectations | None = None,
+    out: str | Path | None = None,
+) -> Verdict:
+    """Check one run's history, or several judged as one, and write the verdict.
+
+    The verdict goes to ``out`` if given, else to ``verdict.json`` in the one directory (several
+    directories and no ``out``: it is only returned).
+    """
     started = time.monotonic()
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise FileNotFoundError(f"no history directory: {directory}")
-    recover_journals(directory)
+    dirs = [Path(directories)] if isinstance(directories, str | Path) else [Path(d) for d in directories]
+    if not dirs:
+        raise ValueError("no history directory given")
+    for d in dirs:
+        if not d.is_dir():
+            raise FileNotFoundError(f"no history directory: {d}")
+        recover_journals(d)
     spark = spark_session(master)
-    verdict = _Job(spark, directory, expect or Expectations()).run()
+    verdict = _Job(spark, dirs, expect or Expectations()).run()
     verdict.seconds = time.monotonic() - started
-    verdict.write(directory / VERDICT_FILE)
+    target = Path(out) if out is not None else (dirs[0] / VERDICT_FILE if len(dirs) == 1 else None)
+    if target is not None:
+        verdict.write(target)
     return verdict
 
 
 class _Job:
-    def __init__(self, spark: SparkSession, directory: Path, expect: Expectations) -> None:
+    def __init__(self, spark: SparkSession, directories: list[Path], expect: Expectations) -> None:
         self.spark = spark
-        self.directory = directory
+        self.directories = directories
         self.expect = expect
         self.notes: list[str] = []
-        self.paths = part_files(directory)
-        if not self.paths:
-            self.notes.append("empty history: no Parquet parts in the directory")
+        self.paths = sorted(p for d in directories for p in part_files(d))
         self.d = read_dims(self.paths)
+        scans = read_scans([p for ops, paths in self.d.files.items() if "scan" in ops for p in paths])
+        self.evidence = judge(self.d, scans, read_manifests(directories))
+        if not self.paths:
+            self.evidence.reasons.insert(0, "empty history: no Parquet parts in " + ", ".join(map(str, directories)))
+        elif not self.d.producers:
+            self.evidence.reasons.insert(0, "no message was sent in these histories: nothing to judge")
+        if self.d.foreign:
+            shown = ", ".join(self.d.foreign[:5]) + (", ..." if len(self.d.foreign) > 5 else "")
+            self.notes.append(
+                f"{len(self.d.foreign)} producer(s) sent nothing in these histories; their messages (another run's) are"
+                f" left out: {shown}"
+            )
         lo_hi = self.d.seq_range
         self.one_key = lo_hi is None or (lo_hi[0] >= 0 and lo_hi[1] < NO_SEQ)  # else group by (pidx, seq)
         total = sum(p.stat().st_size for p in self.paths)
@@ -157,15 +185,6 @@ class _Job:
             gap_buckets=GAP_BUCKETS,
         )
 
-    def notes_on_scans(self) -> None:
-        d = self.d
-        unscanned = sorted({s for scopes in d.scopes.values() for s in scopes} - d.scanned)
-        for c, t in unscanned:
-            self.notes.append(
-                f"no read rows for topic {t!r} on cluster {c!r}: 'lost' uses deliveries as the storage"
-                " view there and 'never_delivered'/'duplicated_in_storage' cannot be judged"
-            )
-
     def anonymous_deliveries(self) -> DataFrame:
         """Stored or delivered messages that carry no producer/seq: unexpected by definition."""
         files = [f for ops, fs in self.d.files.items() if ops & {"receive", "read"} for f in fs]
@@ -180,7 +199,6 @@ class _Job:
     # -- all together ---------------------------------------------------------------------------
     def run(self) -> Verdict:
         plan = self.plan()
-        self.notes_on_scans()
         routed = self.shipped(plan).mapInArrow(functools.partial(aggregate.reduce_events, plan), ROUTED)
         routed = routed.repartition(len(plan.routes), "route")
         results = routed.mapInArrow(functools.partial(exchange.resolve, plan), ROUTED).collect()
@@ -195,7 +213,14 @@ class _Job:
             count, examples = found.get(name, (0, []))
             shown = [{"producer": producers[k[1]] if k[0] else None, "seq": k[3] if k[2] else None, **e} for k, e in examples]
             checks_out.append(Check(name, count, shown, allowed=self.expect.allows(name)))
-        return Verdict(str(self.directory), checks_out, self.metrics(total), self.notes)
+        return Verdict(
+            [str(d) for d in self.directories],
+            checks_out,
+            self.metrics(total),
+            self.notes,
+            reasons=self.evidence.reasons,
+            presence_decisive=not self.evidence.producer_failed,
+        )
 
     @staticmethod
     def metrics(total: dict[str, Any]) -> dict[str, Any]:

@@ -160,7 +160,8 @@ def _events(rows: list[tuple[int, int, int, int | None, int | None, int | None]]
     """Events from (pidx, seq, tag, a, b, c) tuples."""
     pidx, seq, tag, a, b, c = (list(x) for x in zip(*rows, strict=True))
     key = {"mkey": [p << ev.SEQ_BITS | s for p, s in zip(pidx, seq, strict=True)]} if one_key else {"pidx": pidx, "seq": seq}
-    return pa.table({**key, "tag": tag, "a": a, "b": b, "c": c}, schema=ev._schema(one_key))
+    d = [None] * len(a)
+    return pa.table({**key, "tag": tag, "a": a, "b": b, "c": c, "d": d}, schema=ev._schema(one_key))
 
 
 def _tag(op: str, cid: int = 0, sid: int | None = None, consumer: int | None = None) -> int:
