@@ -179,9 +179,13 @@ def verify_cmd(
     as_json: JsonOpt = False,
     master: Annotated[str | None, typer.Option(help="Spark master URL (default local[*])")] = None,
     expect: Annotated[Path | None, typer.Option(help="YAML/JSON of the checks allowed to be non-zero")] = None,
+    driver_memory: Annotated[str | None, typer.Option(help="Spark driver heap, e.g. 4g (default: RAM/4, 1g..8g)")] = None,
+    executor_python: Annotated[
+        str | None, typer.Option(help="Python the Spark workers run (default: this one; must exist on every executor host)")
+    ] = None,
 ) -> None:
     """Check a history with PySpark: lost, duplicated, unexpected, reordered, never delivered."""
-    verdict = ops.verify_history(directory, master, expect)
+    verdict = ops.verify_history(directory, master, expect, driver_memory=driver_memory, executor_python=executor_python)
     if as_json:
         print(json.dumps(verdict.to_json(), indent=2))
     else:

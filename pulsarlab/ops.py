@@ -221,11 +221,18 @@ def audit_subscription(service_url: str, topic: str, name: str = "pulsarlab-audi
             c.close()
 
 
-def verify_history(directory: Path, master: str | None = None, expectations: Path | None = None):
+def verify_history(
+    directory: Path,
+    master: str | None = None,
+    expectations: Path | None = None,
+    *,
+    driver_memory: str | None = None,
+    executor_python: str | None = None,
+):
     """Run the PySpark verifier over a history folder (Spark is imported only here: it is slow to load)."""
     from pulsarlab.verify import Expectations, verify
 
     if not directory.is_dir():
         raise StateError(f"no history folder {directory}")
     expect = Expectations.load(expectations) if expectations else None
-    return verify(directory, master=master, expect=expect)
+    return verify(directory, master=master, expect=expect, driver_memory=driver_memory, executor_python=executor_python)

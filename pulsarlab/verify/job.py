@@ -66,14 +66,21 @@ cloudpickle.register_pickle_by_value(ev)  # executors need pyarrow, not pulsarla
 cloudpickle.register_pickle_by_value(sm)
 
 
-def verify(directory: str | Path, master: str | None = None, expect: Expectations | None = None) -> Verdict:
-    """Check a run's history and write ``verdict.json`` next to it."""
+def verify(
+    directory: str | Path,
+    master: str | None = None,
+    expect: Expectations | None = None,
+    *,
+    driver_memory: str | None = None,
+    executor_python: str | None = None,
+) -> Verdict:
+    """Check a run's history and write ``verdict.json`` next to it (Spark settings: :func:`spark_session`)."""
     started = time.monotonic()
     directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"no history directory: {directory}")
     recover_journals(directory)
-    spark = spark_session(master)
+    spark = spark_session(master, driver_memory=driver_memory, executor_python=executor_python)
     verdict = _Job(spark, directory, expect or Expectations()).run()
     verdict.seconds = time.monotonic() - started
     verdict.write(directory / VERDICT_FILE)
