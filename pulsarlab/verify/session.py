@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import psutil
 
@@ -19,6 +20,14 @@ def default_driver_memory(total_bytes: int | None = None) -> str:
     """A quarter of the machine's memory, between 1 and 8 GiB, as a Spark size (``"6g"``)."""
     total = psutil.virtual_memory().total if total_bytes is None else total_bytes
     return f"{min(8, max(1, total // 4 // GIB))}g"
+
+
+def _on_loopback(master: str) -> bool:
+    """Local mode, or a cluster master on this machine's loopback (``spark://127.0.0.1:7077``)."""
+    if master.startswith("local"):
+        return True
+    host = urlsplit(master).hostname or ""
+    return host == "localhost" or host.startswith("127.")
 
 
 def spark_session(
@@ -51,8 +60,8 @@ def spark_session(
             return SparkSession.builder.getOrCreate()
         active = SparkSession.getActiveSession()
         (active or running).stop()
-    if (master or DEFAULT_MASTER).startswith("local"):
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no hostname lookup warning
+    if _on_loopback(master or DEFAULT_MASTER):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no hostname lookup; executors reach the driver there
     # The Python side reads PYSPARK_PYTHON when the context starts and sends that path with every
     # Python function; the spark.pyspark.* settings only matter to spark-submit, set for the record.
     os.environ["PYSPARK_PYTHON"] = python
