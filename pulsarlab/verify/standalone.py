@@ -173,7 +173,13 @@ class StandaloneCluster:
         self.stop()
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):  # also when started in the background, where SIGINT is ignored
+        signal.signal(sig, _interrupt)
     with StandaloneCluster() as cluster:
         print(f"Spark standalone master {cluster.master_url} (web UI {cluster.webui_url}, logs in {cluster.root}); "
               "Ctrl-C stops it", flush=True)
