@@ -182,13 +182,19 @@ def verify_cmd(
     verdict_out: Annotated[
         Path | None, typer.Option("--out", help="write the verdict here (default: DIR/verdict.json for one folder)")
     ] = None,
+    driver_memory: Annotated[str | None, typer.Option(help="Spark driver heap, e.g. 4g (default: RAM/4, 1g..8g)")] = None,
+    executor_python: Annotated[
+        str | None, typer.Option(help="Python the Spark workers run (default: this one; must exist on every executor host)")
+    ] = None,
 ) -> None:
     """Check histories with PySpark: lost, duplicated, corrupted, unexpected, reordered, never delivered.
 
     Exit code: 0 pass, 1 a forbidden check failed, 3 inconclusive (evidence missing: the reasons
     are printed), 2 usage error.
     """
-    verdict = ops.verify_history(directories, master, expect, verdict_out)
+    verdict = ops.verify_history(
+        directories, master, expect, verdict_out, driver_memory=driver_memory, executor_python=executor_python
+    )
     if as_json:
         print(json.dumps(verdict.to_json(), indent=2))
     else:

@@ -222,7 +222,13 @@ def audit_subscription(service_url: str, topic: str, name: str = "pulsarlab-audi
 
 
 def verify_history(
-    directories: list[Path], master: str | None = None, expectations: Path | None = None, out: Path | None = None
+    directories: list[Path],
+    master: str | None = None,
+    expectations: Path | None = None,
+    out: Path | None = None,
+    *,
+    driver_memory: str | None = None,
+    executor_python: str | None = None,
 ):
     """Run the PySpark verifier over one or several history folders judged as one (Spark is
     imported only here: it is slow to load)."""
@@ -237,4 +243,6 @@ def verify_history(
         expect = Expectations.load(expectations) if expectations else None
     except ValueError as exc:
         raise UsageError(f"expectations file {expectations}: {exc}") from None
-    return verify(directories, master=master, expect=expect, out=out)
+    return verify(
+        directories, master=master, expect=expect, out=out, driver_memory=driver_memory, executor_python=executor_python
+    )
