@@ -129,7 +129,7 @@ def _rootfs_tarball(suite: str, say: Say) -> Path:
         raise ImageBuildError("debootstrap is not installed: run `scripts/docker-engine start` (it installs it) "
                               "or apt-get install debootstrap")
     mirror, sources = apt_sources(suite)
-    say(f"base: debootstrap --variant=minbase {suite} from {mirror} (once per machine, ~40 s)")
+    say(f"base: debootstrap minbase {suite} from {mirror} (once per machine)")
     docker_dir().mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="rootfs-", dir=docker_dir()))
     try:
@@ -159,7 +159,7 @@ def ensure_base(docker: DockerClient, say: Say = _quiet) -> tuple[str, str]:
     if docker.image.exists(tag):
         return tag, docker.image.inspect(tag).id
     tarball = _rootfs_tarball(suite, say)
-    say(f"base: importing {tarball.name} as {tag}")
+    say(f"base: docker import {tarball.name}")
     try:
         img = docker.image.import_(tarball, tag=tag, changes=['CMD ["/bin/bash"]'])
     except DockerException as exc:
@@ -252,7 +252,9 @@ def ensure_image(version: str = DEFAULT_VERSION, distribution: str | Path | None
     dist = dist_mod.resolve(distribution, version)
     tag = tag or default_tag(dist.version)
     with file_lock(docker_dir() / "image-build.lock"):
+        t_base = time.monotonic()
         base_tag, base_id = ensure_base(docker, say)
+        say(f"base image {base_tag} ready ({time.monotonic() - t_base:.1f}s)")
         say("hashing the inputs (distribution, Dockerfile, base image)")
         text = dockerfile(base_tag)
         inputs = inputs_hash(dist, distribution_checksum(dist.home), text, base_id)
@@ -260,6 +262,8 @@ def ensure_image(version: str = DEFAULT_VERSION, distribution: str | Path | None
             current = docker.image.inspect(tag)
             if (current.config.labels or {}).get(INPUTS_LABEL) == inputs:
                 return ImageResult(tag, current.id, dist.version, inputs, False, time.monotonic() - t0)
-        say(f"building {tag}: Java 17 from Debian, Pulsar {dist.version} from {dist.home} (~1 min)")
+        say(f"building {tag}: Debian's Java 17 + Pulsar {dist.version} from {dist.home}")
+        t_build = time.monotonic()
         image_id = _build(docker, dist, text, tag, inputs)
+        say(f"built {tag} ({time.monotonic() - t_build:.1f}s)")
     return ImageResult(tag, image_id, dist.version, inputs, True, time.monotonic() - t0)
