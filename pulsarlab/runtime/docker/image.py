@@ -201,6 +201,7 @@ def distribution_checksum(home: Path) -> str:
                 for chunk in iter(lambda: fh.read(1 << 20), b""):
                     h.update(chunk)
     memo[key] = h.hexdigest()
+    memo = dict(list(memo.items())[-16:])  # the newest few distributions are enough
     memo_file.parent.mkdir(parents=True, exist_ok=True)
     memo_file.write_text(json.dumps(memo, indent=1))
     return memo[key]
