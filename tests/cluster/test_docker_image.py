@@ -59,6 +59,9 @@ def test_image_runs_pulsar_from_the_local_distribution(docker_host: str, built: 
     listing = _run(docker_host, built.tag, "sh", "-c", 'echo "$PULSAR_HOME $(pwd)"; ls /pulsar/lib').split()
     assert listing[:2] == ["/pulsar", "/pulsar"]
     assert sorted(listing[2:]) == sorted(p.name for p in (dist.home / "lib").iterdir())
+    # like the official image: an unnamed non-root user in the root group that may write data, logs, conf
+    writes = "id -u; id -g; for d in data logs conf; do touch /pulsar/$d/probe && echo ok; done"
+    assert _run(docker_host, built.tag, "sh", "-c", writes).split() == ["10000", "0", "ok", "ok", "ok"]
 
 
 def test_second_build_with_same_inputs_does_nothing(docker_host: str, built: image.ImageResult) -> None:

@@ -1,7 +1,8 @@
 """Pulsar images without a container registry.
 
 ``ensure_image`` makes an image laid out like the official ``apachepulsar/pulsar:<version>``
-(``/pulsar`` with ``bin/ conf/ lib/``, ``PULSAR_HOME=/pulsar``, working dir ``/pulsar``) from three
+(``/pulsar`` with ``bin/ conf/ lib/``, ``PULSAR_HOME=/pulsar``, working dir ``/pulsar``, run as the
+unnamed user 10000 in the root group, which may write ``conf/``, ``data/``, ``logs/``) from three
 local inputs: a debootstrap Debian minbase root filesystem imported as a base image, Debian's Java 17
 runtime installed on it, and the same Pulsar server distribution the local runtime uses. A label
 carries a hash of the inputs, so a second build with the same inputs does nothing.
@@ -47,7 +48,10 @@ RUN apt-get update -qq \\
 ENV PULSAR_HOME=/pulsar \\
     PATH=/pulsar/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 COPY pulsar/ /pulsar/
+RUN mkdir -p /pulsar/data /pulsar/logs \\
+ && chmod g=u /pulsar && chmod -R g=u /pulsar/conf /pulsar/data /pulsar/logs
 WORKDIR /pulsar
+USER 10000
 CMD ["/bin/bash"]
 """
 # procps: the Pulsar scripts call ps; curl: cheap HTTP health checks inside containers
