@@ -28,8 +28,8 @@ import pyarrow.dataset as ds
 from pulsarlab.history import SCHEMA, part_files, recover_journals
 
 # the check names of docs/history.md, in its order (not imported from pulsarlab.verify: this file stays independent)
-CHECKS = tuple("lost never_delivered corrupted duplicated_in_storage duplicated_delivery unexpected failed_but_stored "
-               "order_violations_producer order_violations_key recovered".split())
+CHECKS = ("lost", "never_delivered", "corrupted", "duplicated_in_storage", "duplicated_delivery", "unexpected",
+          "failed_but_stored", "order_violations_producer", "order_violations_key", "recovered")
 ABSENCE = frozenset({"lost", "never_delivered"})
 DEFAULT_FORBIDDEN = frozenset(CHECKS) - {"order_violations_key", "recovered"}
 MSG = ["producer", "seq"]
