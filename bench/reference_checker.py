@@ -119,6 +119,7 @@ def evidence(t: pa.Table, runs: list[dict[str, Any]], acked: pa.Table) -> Eviden
             complete.add((s["cluster"], s["ptopic"]))
         else:
             why.setdefault((s["cluster"], s["ptopic"]), s["error"] or f"stopped at {s['message_id']}, end {s['end_message_id']}")
+    # reading: one reason per (cluster, topic), naming each partition without a complete scan.
     pairs = distinct(acked, ["cluster", "topic"])
     for cluster, topic in sorted(zip(pairs["cluster"].to_pylist(), pairs["topic"].to_pylist(), strict=True)):
         parts = declared.get(topic) or named.get((cluster, topic))
@@ -171,6 +172,7 @@ def order_producer(reads: pa.Table) -> int:
 
 
 def order_key(receives: pa.Table) -> int:
+    # reading: unkeyed messages (null key) form a key group of their own; equal receive times are ordered by seq.
     first = receives.sort_by([("ts", "ascending"), ("seq", "ascending")])
     g = codes(first, [*SUB, *MSG])
     _, idx = np.unique(g, return_index=True)  # each message's first delivery per subscription
@@ -214,6 +216,8 @@ def check(directories: list[str | Path] | str | Path, forbid: frozenset[str] = D
     stored_on = distinct(reads, ["cluster", *MSG])
     counts["lost"] = distinct(acked, ["cluster", *MSG]).join(stored_on, ["cluster", *MSG], join_type="left anti").num_rows
 
+    # reading: a subscription is known from its subscribe rows and from receives of this run's messages; every
+    # identified stored message of this run counts, an unexpected one too.
     subs = pa.concat_tables([distinct(rows(t, "subscribe"), SUB), distinct(recv, SUB)])
     subs = distinct(subs, SUB)
     stored = distinct(reads, ["cluster", "topic", *MSG])
