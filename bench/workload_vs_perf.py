@@ -5,8 +5,9 @@ Both sides get the same settings: message size, batching (5 ms window, up to 100
 (blocking when full), a 30 s send timeout, keyed messages (ours: 100 keys; pulsar-perf ``-mk
 random``), the same topic layout (``--partitions``, created beforehand through the admin API on
 both sides), ``--producers`` producers each (ours: one JVM each; pulsar-perf: ``-n`` in one JVM),
-no consumer on either side (produce only; each topic holds one durable subscription at the
-earliest position so nothing is trimmed before it is measured), and no rate limit. pulsar-perf
+the same JVM heap and GC options, no consumer on either side (produce only; each topic holds one
+durable subscription at the earliest position so nothing is trimmed before it is measured), and
+no rate limit. pulsar-perf
 4.0.8 refuses ``-r 0`` (its rate limiter needs a positive rate), so it gets ``-r 1000000000``,
 a rate it never reaches.
 
@@ -54,6 +55,7 @@ from pulsarlab import ops
 from pulsarlab.history import SCHEMA, part_files
 from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.runtime.roundtrip import client as pulsar_client
+from pulsarlab.workload.driver import JVM_OPTIONS
 from pulsarlab.workload.run import WorkloadConfig
 
 MAX_PENDING = 1000
@@ -134,7 +136,7 @@ def run_perf(cluster: LocalCluster, topic: str, s: Settings) -> Sample:
            "-n", str(s.producers), "-o", str(MAX_PENDING), "--send-timeout", str(SEND_TIMEOUT_S), "-mk", "random",
            "-z", "NONE", "-time", str(s.seconds)]
     cmd += ["-b", "5", "-bm", "1000", "-bb", str(4 * 1024 * 1024)] if s.batching else ["-db"]
-    env = dict(os.environ, PULSAR_MEM="-Xms64m -Xmx256m")
+    env = dict(os.environ, PULSAR_EXTRA_OPTS=" ".join(JVM_OPTIONS))  # the heap and GC our driver JVMs get
     if dist.java.home:
         env["JAVA_HOME"] = str(dist.java.home)
     with ops.audit_subscription(target.service_url, topic):
