@@ -125,7 +125,7 @@ def run_ours(cluster: LocalCluster, topic: str, s: Settings) -> Sample:
         raise SystemExit(f"our run acknowledged nothing; see {out}")
     seconds = (pc.max(acked).as_py() - pc.min(invoked).as_py()) / 1e9
     first, last = storage_span_ms(ops.workload_target(cluster, None, None).service_url, topic, s.partitions)
-    return Sample(len(acked), seconds, (last - first) / 1e3, result.send_rate)
+    return Sample(len(acked), seconds, (last - first) / 1e3, getattr(result, "send_rate", None))
 
 
 def run_perf(cluster: LocalCluster, topic: str, s: Settings) -> Sample:
