@@ -143,11 +143,11 @@ def run_perf(cluster: LocalCluster, topic: str, s: Settings) -> Sample:
         proc = subprocess.run([*cmd, topic], capture_output=True, text=True, env=env, timeout=s.seconds + 180)
         first, last = storage_span_ms(target.service_url, topic, s.partitions)
     text = proc.stdout + proc.stderr
-    sent = re.search(r"Aggregated throughput stats --- (\d+) records sent --- ([\d.,]+) msg/s", text)
+    sent = re.search(r"Aggregated throughput stats --- ([\d,]+) records sent --- ([\d.,]+) msg/s", text)
     latency = re.search(r"Aggregated latency stats --- Latency: mean: +[\d.]+ ms - med: +([\d.]+)", text)
     if not (sent and latency):
         raise SystemExit(f"could not read pulsar-perf's result (exit {proc.returncode}):\n{text[-2000:]}")
-    messages = int(sent.group(1))
+    messages = int(sent.group(1).replace(",", ""))
     seconds = (last - first) / 1e3 + float(latency.group(1)) / 1e3
     return Sample(messages, seconds, (last - first) / 1e3, float(sent.group(2).replace(",", "")))
 
