@@ -5,7 +5,8 @@ Both sides get the same settings: message size, batching (5 ms window, up to 100
 (blocking when full), a 30 s send timeout, keyed messages (ours: 100 keys; pulsar-perf ``-mk
 random``), the same topic layout (``--partitions``, created beforehand through the admin API on
 both sides), ``--producers`` producers each (ours: one JVM each; pulsar-perf: ``-n`` in one JVM),
-the same JVM heap and GC options, no consumer on either side (produce only; each topic holds one
+the same garbage collector (pulsar-perf gets a 1 GiB heap, our drivers 256 MiB: its latency
+histograms alone outgrow 512 MiB), no consumer on either side (produce only; each topic holds one
 durable subscription at the earliest position so nothing is trimmed before it is measured), and
 no rate limit. pulsar-perf
 4.0.8 refuses ``-r 0`` (its rate limiter needs a positive rate), so it gets ``-r 1000000000``,
@@ -55,12 +56,12 @@ from pulsarlab import ops
 from pulsarlab.history import SCHEMA, part_files
 from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.runtime.roundtrip import client as pulsar_client
-from pulsarlab.workload.driver import JVM_OPTIONS
 from pulsarlab.workload.run import WorkloadConfig
 
 MAX_PENDING = 1000
 SEND_TIMEOUT_S = 30
 UNTHROTTLED = 1_000_000_000  # msg/s: pulsar-perf's "no limit"
+PERF_JVM = "-Xms64m -Xmx1g -XX:+UseParallelGC"  # our drivers' collector; its histograms need more than 512 MiB of heap
 
 
 @dataclass
@@ -136,17 +137,20 @@ def run_perf(cluster: LocalCluster, topic: str, s: Settings) -> Sample:
            "-n", str(s.producers), "-o", str(MAX_PENDING), "--send-timeout", str(SEND_TIMEOUT_S), "-mk", "random",
            "-z", "NONE", "-time", str(s.seconds)]
     cmd += ["-b", "5", "-bm", "1000", "-bb", str(4 * 1024 * 1024)] if s.batching else ["-db"]
-    env = dict(os.environ, PULSAR_EXTRA_OPTS=" ".join(JVM_OPTIONS))  # the heap and GC our driver JVMs get
+    env = dict(os.environ, PULSAR_EXTRA_OPTS=PERF_JVM)
     if dist.java.home:
         env["JAVA_HOME"] = str(dist.java.home)
     with ops.audit_subscription(target.service_url, topic):
         proc = subprocess.run([*cmd, topic], capture_output=True, text=True, env=env, timeout=s.seconds + 180)
+        text = proc.stdout + proc.stderr
+        sent = re.search(r"Aggregated throughput stats --- ([\d,]+) records sent --- ([\d.,]+) msg/s", text)
+        latency = re.search(r"Aggregated latency stats --- Latency: mean: +[\d.]+ ms - med: +([\d.]+)", text)
+        if not (sent and latency) or int(sent.group(1).replace(",", "")) == 0:
+            log = Path(tempfile.mkdtemp(prefix="pulsarlab-perf-")) / "pulsar-perf.log"
+            log.write_text(f"{' '.join(cmd)} {topic}\n{text}")
+            raise SystemExit(f"pulsar-perf sent nothing or printed no result (exit {proc.returncode}; all output in {log}):\n"
+                             f"{text[-2000:]}")
         first, last = storage_span_ms(target.service_url, topic, s.partitions)
-    text = proc.stdout + proc.stderr
-    sent = re.search(r"Aggregated throughput stats --- ([\d,]+) records sent --- ([\d.,]+) msg/s", text)
-    latency = re.search(r"Aggregated latency stats --- Latency: mean: +[\d.]+ ms - med: +([\d.]+)", text)
-    if not (sent and latency):
-        raise SystemExit(f"could not read pulsar-perf's result (exit {proc.returncode}):\n{text[-2000:]}")
     messages = int(sent.group(1).replace(",", ""))
     seconds = (last - first) / 1e3 + float(latency.group(1)) / 1e3
     return Sample(messages, seconds, (last - first) / 1e3, float(sent.group(2).replace(",", "")))
