@@ -52,5 +52,11 @@ class ProcessFailedError(PulsarlabError):
         super().__init__(f"command failed with exit code {exit_code}: {' '.join(command)}\n{tail}")
 
 
+class UsageError(PulsarlabError):
+    """The command was asked for something that cannot be: a missing folder, an unknown name."""
+
+    exit_code = 2
+
+
 class StateError(PulsarlabError):
     """The state directory says something that does not allow the requested operation."""

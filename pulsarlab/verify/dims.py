@@ -39,9 +39,9 @@ class Dims:
     """The dimensions of a history, and how its files are laid out."""
 
     clusters: list[str]
-    producers: list[str]  # every producer name, sorted: the index orders like the name
+    producers: list[str]  # every producer that sent, sorted: the index orders like the name
     scopes: dict[str, set[tuple[str, str]]]  # producer -> {(cluster, base topic)} it sent through
-    scanned: set[tuple[str, str]]  # (cluster, base topic) that have read rows
+    scanned: set[tuple[str, str]]  # (cluster, base topic) that have read or scan rows
     subs: list[tuple[str, str]]  # (cluster, subscription); the index is the sub id
     sub_topics: dict[int, set[str]]  # sub id -> base topics it was seen on
     consumers: list[str]
@@ -49,6 +49,7 @@ class Dims:
     files: dict[frozenset[str], list[str]] = field(default_factory=dict)  # ops present -> part files
     anonymous: bool = False  # a receive or read row without producer
     seq_range: tuple[int, int] | None = None  # (min, max) of seq; None when there is none
+    foreign: list[str] = field(default_factory=list)  # producers seen only in deliveries or storage: other runs'
 
     def producers_of(self, topics: set[str]) -> list[str]:
         return sorted(p for p, s in self.scopes.items() if any(t in topics for _, t in s))
@@ -161,16 +162,17 @@ def _dims_from(
         scope = (cluster, base_topic(topic))
         if op == "send" and producer is not None:
             scopes.setdefault(producer, set()).add(scope)
-        elif op == "read":
+        elif op in ("read", "scan"):
             scanned.add(scope)
-            read_topics.add(topic)
-        elif op in ("receive", "ack"):
+            if op == "read":
+                read_topics.add(topic)
+        elif op in ("receive", "ack", "subscribe"):
             sub_topics.setdefault((cluster, sub), set()).add(scope[1])
         anonymous = anonymous or (producer is None and op in ("receive", "read"))
     subs = sorted(sub_topics)
     return Dims(
         clusters=clusters,
-        producers=sorted({r[1] for r in rows if r[1] is not None}),
+        producers=sorted(scopes),
         scopes=scopes,
         scanned=scanned,
         subs=subs,
@@ -180,4 +182,5 @@ def _dims_from(
         files=files,
         anonymous=anonymous,
         seq_range=seq_range,
+        foreign=sorted({r[1] for r in rows if r[1] is not None} - scopes.keys()),
     )

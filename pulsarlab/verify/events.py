@@ -16,7 +16,10 @@ An event row:
 - ``a``: ``ts``, except on reads: the hash of ``message_id``;
 - ``b``: the hash of ``key`` on send invokes and receives, ``(partition + 1) << 40 | read_index``
   on reads, else null;
-- ``c``: ``publish_ts``.
+- ``c``: ``publish_ts``;
+- ``d``: the hash of ``payload_hash`` on send invokes, receives and reads, else null.
+
+An ack whose ``type`` is ``fail`` is not an acknowledgement: it becomes op code 0 (ignored).
 """
 
 from __future__ import annotations
@@ -161,11 +164,20 @@ def _opc(batch: pa.RecordBatch, op: str | None) -> pa.Array:
     if op is not None:
         code = op_codes.get(op, 0)
         if code != send:
-            return pa.repeat(pa.scalar(code, pa.int64()), n)
+            return _failed_acks(batch, pa.repeat(pa.scalar(code, pa.int64()), n))
         return _codes(_dictionary(batch, "type"), n, {t: OP_CODE[t] for t in SEND_TYPES}, 0)
     ops = _codes(_dictionary(batch, "op"), n, op_codes, 0)
     kinds = _codes(_dictionary(batch, "type"), n, {t: OP_CODE[t] for t in SEND_TYPES}, 0)
-    return pc.if_else(pc.equal(ops, send), kinds, ops)
+    return _failed_acks(batch, pc.if_else(pc.equal(ops, send), kinds, ops))
+
+
+def _failed_acks(batch: pa.RecordBatch, opc: pa.Array) -> pa.Array:
+    """Op code 0 for acks whose type says they failed (a null type is an ack of old histories: ok)."""
+    types = _dictionary(batch, "type")
+    if types is None or "fail" not in types.dictionary.to_pylist():
+        return opc
+    failed = pc.and_(pc.equal(opc, OP_CODE["ack"]), pc.equal(_codes(types, batch.num_rows, {"fail": 1}, 0), 1))
+    return pc.if_else(failed, 0, opc)
 
 
 def _sid(batch: pa.RecordBatch, ctx: Context) -> pa.Array | None:
@@ -224,9 +236,13 @@ def encode(batch: pa.RecordBatch, ctx: Context, op: str | None = None) -> pa.Rec
         part = _codes(topics, n, {None: 0, **partitions}, 0)
         position = pc.add(pc.shift_left(part, POSITION_BITS), column("read_index"))
         b = pc.if_else(read, position, b)
+    d = pa.nulls(n, pa.int64())
+    if "payload_hash" in names:
+        hashed = pc.or_(pc.or_(pc.equal(opc, OP_CODE["invoke"]), receive), read)
+        d = pc.if_else(pc.and_(hashed, batch.column("payload_hash").is_valid()), hash64(batch.column("payload_hash")), d)
     seq = column("seq")
     key = {"mkey": pc.add(pc.shift_left(pidx, SEQ_BITS), seq.fill_null(NO_SEQ))} if ctx.one_key else {"pidx": pidx, "seq": seq}
-    return pa.record_batch({**key, "tag": tag, "a": a, "b": b, "c": column("publish_ts")})
+    return pa.record_batch({**key, "tag": tag, "a": a, "b": b, "c": column("publish_ts"), "d": d})
 
 
 def read_units(units: list[Unit], ctx: Context, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -256,7 +272,7 @@ def shipped_units(
     units: list[Unit], ctx: Context, routes: tuple[int, ...], ids: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """The body of the map task: each unit's events, one Arrow IPC blob per reduce task, as rows
-    ``(route, payload)`` that Spark's hash exchange delivers to that task (see ``summary.routes``)."""
+    ``(route, payload)`` that Spark's hash exchange delivers to that task (see ``exchange.routes``)."""
     for ids_batch in ids:
         for i in ids_batch.column(0).to_pylist():
             one = iter([pa.record_batch({"id": [i]})])
@@ -288,7 +304,7 @@ def read_blobs(payloads: list[Any]) -> pa.Table | None:
 
 def _schema(one_key: bool) -> pa.Schema:
     key = [("mkey", pa.int64())] if one_key else [("pidx", pa.int64()), ("seq", pa.int64())]
-    return pa.schema([*key, ("tag", pa.int64()), ("a", pa.int64()), ("b", pa.int64()), ("c", pa.int64())])
+    return pa.schema([*key, ("tag", pa.int64()), ("a", pa.int64()), ("b", pa.int64()), ("c", pa.int64()), ("d", pa.int64())])
 
 
 

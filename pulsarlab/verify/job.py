@@ -12,7 +12,7 @@ strings):
    Strings become codes through each batch's dictionary; keys and message ids 64-bit hashes
    computed over whole columns. Each task ships its events as one compressed Arrow blob per reduce
    task; Spark's hash exchange on a ``route`` column delivers it there.
-3. Reduce (:mod:`.summary`): per message, send outcomes and times, bitmasks of the clusters that
+3. Reduce (:mod:`.aggregate`, :mod:`.checks`): per message, send outcomes and times, bitmasks of the clusters that
    stored / delivered it, per cluster the min and max hash of the stored message ids and the read
    position, per subscription the first/last delivery, first ack and first consumer; then every
    per-message check with counts and first examples, message counts, extremes, latency histograms.
@@ -28,6 +28,7 @@ import functools
 import json
 import pickle
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,58 +39,89 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pulsarlab.history import SCHEMA, part_files, recover_journals
+from pulsarlab.verify import aggregate, checks, exchange, merge, plan
 from pulsarlab.verify import events as ev
-from pulsarlab.verify import summary as sm
 from pulsarlab.verify.dims import MAX_CLUSTERS, base_topic, column_range, read_dims
 from pulsarlab.verify.events import NO_SEQ, Context, Unit
+from pulsarlab.verify.evidence import judge, read_manifests, read_scans
 from pulsarlab.verify.model import CHECKS, MAX_EXAMPLES, Check, Expectations, Verdict
+from pulsarlab.verify.plan import Example, Plan, add_found
 from pulsarlab.verify.session import spark_session
-from pulsarlab.verify.summary import Plan
 
 __all__ = ["MAX_CLUSTERS", "SPARK_SCHEMA", "VERDICT_FILE", "base_topic", "verify"]
 
 VERDICT_FILE = "verdict.json"
 ROUTED = "route long, payload binary"
 NEEDS = {  # columns each op contributes to the per-message table, besides op, producer and seq
-    "send": ("type", "ts", "cluster", "key", "publish_ts"),
-    "receive": ("ts", "cluster", "subscription", "consumer", "key", "publish_ts"),
-    "ack": ("ts", "cluster", "subscription", "publish_ts"),
+    "send": ("type", "ts", "cluster", "key", "publish_ts", "payload_hash"),
+    "receive": ("ts", "cluster", "subscription", "consumer", "key", "publish_ts", "payload_hash"),
+    "ack": ("type", "ts", "cluster", "subscription", "publish_ts"),
     "nack": ("publish_ts",),
-    "read": ("cluster", "topic", "message_id", "read_index", "publish_ts"),
+    "read": ("cluster", "topic", "message_id", "read_index", "publish_ts", "payload_hash"),
+    "subscribe": (),
+    "scan": (),
 }
 GAP_BUCKETS = 8
 
 _ARROW_TO_SPARK = {"string": T.StringType(), "int64": T.LongType(), "int32": T.IntegerType()}
 SPARK_SCHEMA = T.StructType([T.StructField(f.name, _ARROW_TO_SPARK[str(f.type)], True) for f in SCHEMA])
 _TYPES = {f.name: f.dataType for f in SPARK_SCHEMA.fields}
-cloudpickle.register_pickle_by_value(ev)  # executors need pyarrow, not pulsarlab
-cloudpickle.register_pickle_by_value(sm)
+for _module in (ev, plan, aggregate, checks, exchange):  # executors need pyarrow, not pulsarlab
+    cloudpickle.register_pickle_by_value(_module)
 
 
-def verify(directory: str | Path, master: str | None = None, expect: Expectations | None = None) -> Verdict:
-    """Check a run's history and write ``verdict.json`` next to it."""
+def verify(
+    directories: str | Path | Sequence[str | Path],
+    master: str | None = None,
+    expect: Expectations | None = None,
+    out: str | Path | None = None,
+    *,
+    driver_memory: str | None = None,
+    executor_python: str | None = None,
+) -> Verdict:
+    """Check one run's history, or several judged as one, and write the verdict (Spark settings:
+    :func:`spark_session`).
+
+    The verdict goes to ``out`` if given, else to ``verdict.json`` in the one directory (several
+    directories and no ``out``: it is only returned).
+    """
     started = time.monotonic()
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise FileNotFoundError(f"no history directory: {directory}")
-    recover_journals(directory)
-    spark = spark_session(master)
-    verdict = _Job(spark, directory, expect or Expectations()).run()
+    dirs = [Path(directories)] if isinstance(directories, str | Path) else [Path(d) for d in directories]
+    if not dirs:
+        raise ValueError("no history directory given")
+    for d in dirs:
+        if not d.is_dir():
+            raise FileNotFoundError(f"no history directory: {d}")
+        recover_journals(d)
+    spark = spark_session(master, driver_memory=driver_memory, executor_python=executor_python)
+    verdict = _Job(spark, dirs, expect or Expectations()).run()
     verdict.seconds = time.monotonic() - started
-    verdict.write(directory / VERDICT_FILE)
+    target = Path(out) if out is not None else (dirs[0] / VERDICT_FILE if len(dirs) == 1 else None)
+    if target is not None:
+        verdict.write(target)
     return verdict
 
 
 class _Job:
-    def __init__(self, spark: SparkSession, directory: Path, expect: Expectations) -> None:
+    def __init__(self, spark: SparkSession, directories: list[Path], expect: Expectations) -> None:
         self.spark = spark
-        self.directory = directory
+        self.directories = directories
         self.expect = expect
         self.notes: list[str] = []
-        self.paths = part_files(directory)
-        if not self.paths:
-            self.notes.append("empty history: no Parquet parts in the directory")
+        self.paths = sorted(p for d in directories for p in part_files(d))
         self.d = read_dims(self.paths)
+        scans = read_scans([p for ops, paths in self.d.files.items() if "scan" in ops for p in paths])
+        self.evidence = judge(self.d, scans, read_manifests(directories))
+        if not self.paths:
+            self.evidence.reasons.insert(0, "empty history: no Parquet parts in " + ", ".join(map(str, directories)))
+        elif not self.d.producers:
+            self.evidence.reasons.insert(0, "no message was sent in these histories: nothing to judge")
+        if self.d.foreign:
+            shown = ", ".join(self.d.foreign[:5]) + (", ..." if len(self.d.foreign) > 5 else "")
+            self.notes.append(
+                f"{len(self.d.foreign)} producer(s) sent nothing in these histories; their messages (another run's) are"
+                f" left out: {shown}"
+            )
         lo_hi = self.d.seq_range
         self.one_key = lo_hi is None or (lo_hi[0] >= 0 and lo_hi[1] < NO_SEQ)  # else group by (pidx, seq)
         total = sum(p.stat().st_size for p in self.paths)
@@ -129,7 +161,7 @@ class _Job:
         d = self.d
         ctx = Context(tuple(d.producers), tuple(d.clusters), tuple(d.subs), tuple(d.consumers), self.one_key)
         units = self.units()
-        routes = sm.routes(self.reducers)
+        routes = exchange.routes(self.reducers)
         ids = self.spark.range(0, max(len(units), 1), 1, numPartitions=max(len(units), 1))
         if not units:
             ids = ids.limit(0)
@@ -151,20 +183,11 @@ class _Job:
             scanned=scanned,
             never=never,
             one_key=self.one_key,
-            routes=sm.routes(2 * self.cores),
+            routes=exchange.routes(2 * self.cores),
             gap_lo=lo,
             gap_width=max((hi - lo) // GAP_BUCKETS + 1, 1),
             gap_buckets=GAP_BUCKETS,
         )
-
-    def notes_on_scans(self) -> None:
-        d = self.d
-        unscanned = sorted({s for scopes in d.scopes.values() for s in scopes} - d.scanned)
-        for c, t in unscanned:
-            self.notes.append(
-                f"no read rows for topic {t!r} on cluster {c!r}: 'lost' uses deliveries as the storage"
-                " view there and 'never_delivered'/'duplicated_in_storage' cannot be judged"
-            )
 
     def anonymous_deliveries(self) -> DataFrame:
         """Stored or delivered messages that carry no producer/seq: unexpected by definition."""
@@ -180,22 +203,28 @@ class _Job:
     # -- all together ---------------------------------------------------------------------------
     def run(self) -> Verdict:
         plan = self.plan()
-        self.notes_on_scans()
-        routed = self.shipped(plan).mapInArrow(functools.partial(sm.reduce_events, plan), ROUTED)
+        routed = self.shipped(plan).mapInArrow(functools.partial(aggregate.reduce_events, plan), ROUTED)
         routed = routed.repartition(len(plan.routes), "route")
-        results = routed.mapInArrow(functools.partial(sm.resolve, plan), ROUTED).collect()
-        total = sm.merge([pickle.loads(r["payload"]) for r in results])
+        results = routed.mapInArrow(functools.partial(exchange.resolve, plan), ROUTED).collect()
+        total = merge.merge([pickle.loads(r["payload"]) for r in results])
         found = total["found"]
         if self.d.anonymous:
             for name, (count, examples) in _collect_examples([self.anonymous_deliveries()]).items():
-                sm.add_found(found, name, count, examples)
+                add_found(found, name, count, examples)
         producers = self.d.producers
         checks_out = []
         for name in CHECKS:
             count, examples = found.get(name, (0, []))
             shown = [{"producer": producers[k[1]] if k[0] else None, "seq": k[3] if k[2] else None, **e} for k, e in examples]
             checks_out.append(Check(name, count, shown, allowed=self.expect.allows(name)))
-        return Verdict(str(self.directory), checks_out, self.metrics(total), self.notes)
+        return Verdict(
+            [str(d) for d in self.directories],
+            checks_out,
+            self.metrics(total),
+            self.notes,
+            reasons=self.evidence.reasons,
+            presence_decisive=not self.evidence.producer_failed,
+        )
 
     @staticmethod
     def metrics(total: dict[str, Any]) -> dict[str, Any]:
@@ -203,11 +232,11 @@ class _Job:
         first_ok, last_ok = mm.get("min_ok_ts"), mm.get("max_ok_ts")
         span = (last_ok - first_ok) / 1e9 if first_ok is not None else 0.0
         first_invoke = mm.get("min_invoke_ts")
-        gap = sm.longest_gap(total["gaps"], first_invoke, mm["max_last_send_ts"]) if first_invoke is not None else None
+        gap = merge.longest_gap(total["gaps"], first_invoke, mm["max_last_send_ts"]) if first_invoke is not None else None
         return {
             "messages": {k: total[k] for k in ("sent", "acknowledged", "failed", "info", "indeterminate", "stored", "delivered")},
-            "publish_latency_ms": sm.percentiles(total["hist"]["pub"], mm.get("max_pub")),
-            "end_to_end_latency_ms": sm.percentiles(total["hist"]["e2e"], mm.get("max_e2e")),
+            "publish_latency_ms": merge.percentiles(total["hist"]["pub"], mm.get("max_pub")),
+            "end_to_end_latency_ms": merge.percentiles(total["hist"]["e2e"], mm.get("max_e2e")),
             "throughput_msgs_per_s": round(total["acknowledged"] / span, 3) if span > 0 else None,
             "longest_gap_without_ack_s": gap,
         }
@@ -226,7 +255,7 @@ def _rows(df: DataFrame, check: str, condition: Column, **detail: Column) -> Dat
     return df.filter(condition).select(F.lit(check).alias("check"), F.col("pidx"), F.col("seq"), payload.alias("detail"))
 
 
-def _collect_examples(parts: list[DataFrame]) -> dict[str, tuple[int, list[sm.Example]]]:
+def _collect_examples(parts: list[DataFrame]) -> dict[str, tuple[int, list[Example]]]:
     """Count every check and keep its first examples, in one Spark job."""
     allrows = parts[0]
     for p in parts[1:]:
@@ -238,7 +267,7 @@ def _collect_examples(parts: list[DataFrame]) -> dict[str, tuple[int, list[sm.Ex
         .filter(F.col("rn") <= MAX_EXAMPLES)
         .collect()
     )
-    found: dict[str, tuple[int, list[sm.Example]]] = {}
+    found: dict[str, tuple[int, list[Example]]] = {}
     for r in sorted(ranked, key=lambda r: (r["check"], r["rn"])):
         count, examples = found.setdefault(r["check"], (r["n"], []))
         key = (r["pidx"] is not None, r["pidx"] or 0, r["seq"] is not None, r["seq"] or 0, r["detail"])

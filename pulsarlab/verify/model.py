@@ -15,6 +15,7 @@ MAX_EXAMPLES: Final = 20
 CHECKS: Final[tuple[str, ...]] = (
     "lost",
     "never_delivered",
+    "corrupted",
     "duplicated_in_storage",
     "duplicated_delivery",
     "unexpected",
@@ -33,6 +34,13 @@ DEFAULT_FORBIDDEN: Final[frozenset[str]] = frozenset(CHECKS) - {"order_violation
 """
 
 INFORMATIONAL: Final[frozenset[str]] = frozenset({"recovered"})
+
+ABSENCE: Final[frozenset[str]] = frozenset({"lost", "never_delivered"})
+"""Checks that find what was *not* seen: guesses when evidence is missing."""
+
+PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
+EXIT_CODES: Final[dict[str, int]] = {PASS: 0, FAIL: 1, INCONCLUSIVE: 3}
+"""``pulsarlab verify`` exit codes per status (2 is a usage error)."""
 
 
 @dataclass(frozen=True)
@@ -93,17 +101,40 @@ class Check:
 
 @dataclass
 class Verdict:
-    """The verifier's answer for one run directory."""
+    """The verifier's answer for one or several run directories judged as one history.
 
-    directory: str
+    ``reasons`` is the missing evidence; ``presence_decisive`` says whether checks of presence
+    still count when evidence is missing (not when a producer's own record may be short).
+    """
+
+    directories: list[str]
     checks: list[Check]
     metrics: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    reasons: list[str] = field(default_factory=list)
+    presence_decisive: bool = True
+
+    @property
+    def directory(self) -> str:
+        return ", ".join(self.directories)
+
+    @property
+    def status(self) -> str:
+        failed = [c for c in self.checks if not c.passed]
+        if not self.reasons:
+            return FAIL if failed else PASS
+        if self.presence_decisive and any(c.name not in ABSENCE for c in failed):
+            return FAIL
+        return INCONCLUSIVE
 
     @property
     def ok(self) -> bool:
-        return all(c.passed for c in self.checks)
+        return self.status == PASS
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.status]
 
     def check(self, name: str) -> Check:
         for c in self.checks:
@@ -116,9 +147,11 @@ class Verdict:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "status": self.status,
             "ok": self.ok,
-            "directory": self.directory,
+            "directories": self.directories,
             "seconds": round(self.seconds, 3),
+            "reasons": self.reasons,
             "checks": [{**asdict(c), "passed": c.passed} for c in self.checks],
             "metrics": self.metrics,
             "notes": self.notes,
@@ -131,7 +164,7 @@ class Verdict:
 
     def render_table(self) -> Table:
         """Checks first, then the headline metrics."""
-        table = Table(title=f"verdict: {'PASS' if self.ok else 'FAIL'}  ({self.directory})")
+        table = Table(title=f"verdict: {self.status.upper()}  ({self.directory})")
         table.add_column("check / metric")
         table.add_column("value", justify="right")
         table.add_column("status")
@@ -143,6 +176,8 @@ class Verdict:
         table.add_section()
         for name, value in _flatten(self.metrics):
             table.add_row(name, _fmt(value), "", "")
+        if self.reasons:
+            table.caption = "inconclusive evidence:\n" + "\n".join(f"- {r}" for r in self.reasons)
         return table
 
 

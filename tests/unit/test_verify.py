@@ -34,6 +34,8 @@ def clean_history(n: int = 10) -> dict[str, list[Row]]:
     over two values so each producer's messages share keys in sequence order.
     """
     parts: dict[str, list[Row]] = {"producer-p0": [], "producer-p1": [], "consumer-c0": [], "read-c1": []}
+    subscribed = {"op": "subscribe", "topic": TOPIC, "cluster": "c1", "subscription": SUB, "consumer": "c0", "ts": T0}
+    parts["consumer-c0"].append(subscribed)
     for k in range(n):
         producer, seq = f"p{k % 2}", k // 2
         key, mid = f"k{seq % 2}", f"7:{k}:-1:-1"
@@ -47,10 +49,18 @@ def clean_history(n: int = 10) -> dict[str, list[Row]]:
         delivery = {"message_id": mid, "subscription": SUB, "consumer": "c0", "publish_ts": sent, **common}
         parts["consumer-c0"] += [
             {"op": "receive", "ts": acked + 5 * MS, "redelivery_count": 0, **delivery},
-            {"op": "ack", "ts": acked + 6 * MS, **delivery},
+            {"op": "ack", "type": "ok", "ts": acked + 6 * MS, **delivery},
         ]
         parts["read-c1"].append({"op": "read", "ts": T0 + 100 * S + k, "read_index": 10 * k, "message_id": mid, **common})
+    parts["read-c1"].append(scan_row(f"7:{n - 1}:-1:-1", n))
     return parts
+
+
+def scan_row(end: str | None, read: int, topic: str = TOPIC, cluster: str = "c1", error: str | None = None) -> Row:
+    """The reader's account of its scan of one partition: ``read`` messages, up to ``end`` (complete)."""
+    last = end if read else None
+    return {"op": "scan", "topic": topic, "cluster": cluster, "read_index": read, "message_id": last,
+            "end_message_id": end, "error": error, "ts": T0 + 200 * S}
 
 
 def write_parts(directory: Path, parts: dict[str, list[Row]]) -> Path:
@@ -181,13 +191,13 @@ def test_backwards_first_delivery_within_a_key_is_a_key_order_violation(spark, t
     assert not strict.ok
 
 
-def test_delivery_nobody_sent_is_unexpected(spark, tmp_path: Path) -> None:
+def test_delivery_its_producer_never_sent_is_unexpected(spark, tmp_path: Path) -> None:
     def ghost(parts: dict[str, list[Row]]) -> None:
         parts["consumer-c0"].append(
             {
                 "op": "receive",
-                "producer": "ghost",
-                "seq": 0,
+                "producer": "p0",
+                "seq": 99,
                 "key": "k9",
                 "message_id": "9:9:-1:-1",
                 "topic": TOPIC,
@@ -258,24 +268,19 @@ def test_stored_but_never_received_is_never_delivered(spark, tmp_path: Path) -> 
     assert verdict.check("never_delivered").examples[0]["subscription"] == SUB
 
 
-def test_without_read_rows_deliveries_are_the_storage_view(spark, tmp_path: Path) -> None:
-    def no_reader(parts: dict[str, list[Row]]) -> None:
-        del parts["read-c1"]
-        rows = parts["consumer-c0"]
-        for op in ("receive", "ack"):
-            rows.remove(find(rows, op=op, producer="p0", seq=0))
-
-    verdict = run(tmp_path, no_reader)
-    assert nonzero(verdict) == {"lost": 1}
-    assert any("no read rows" in n for n in verdict.notes)
-
-
 def test_partitioned_topic_reads_match_sends_to_the_parent_topic(spark, tmp_path: Path) -> None:
     def partitioned(parts: dict[str, list[Row]]) -> None:
+        parts["read-c1"] = [r for r in parts["read-c1"] if r["op"] == "read"]
         for row in parts["read-c1"] + parts["consumer-c0"]:
-            row["topic"] = f"{TOPIC}-partition-{row['seq'] % 2}"
+            if row["op"] != "subscribe":
+                row["topic"] = f"{TOPIC}-partition-{row['seq'] % 2}"
+        reads = list(parts["read-c1"])
+        for p in (0, 1):
+            mine = [r for r in reads if r["seq"] % 2 == p]
+            parts["read-c1"].append(scan_row(mine[-1]["message_id"], len(mine), f"{TOPIC}-partition-{p}"))
 
-    assert nonzero(run(tmp_path, partitioned)) == {}
+    verdict = run(tmp_path, partitioned)
+    assert nonzero(verdict) == {} and verdict.status == "pass"
 
 
 def test_geo_replica_is_judged_per_cluster(spark, tmp_path: Path) -> None:
@@ -317,6 +322,7 @@ def test_dimensions_come_from_the_parquet_files_without_spark(tmp_path: Path) ->
 
     parts = clean_history()
     parts["consumer-c0"].append({**find(parts["consumer-c0"], op="receive", producer="p0", seq=0), "producer": None})
+    parts["read-c1"].pop()  # the scan row
     for row in parts["read-c1"]:
         row["topic"] = f"{TOPIC}-partition-{row['seq'] % 2}"
     d = read_dims(part_files(write_parts(tmp_path / "run", parts)))
@@ -324,14 +330,14 @@ def test_dimensions_come_from_the_parquet_files_without_spark(tmp_path: Path) ->
     assert d.subs == [("c1", SUB)] and d.sub_topics == {0: {TOPIC}}
     assert d.scanned == {("c1", TOPIC)} and d.read_topics == [f"{TOPIC}-partition-0", f"{TOPIC}-partition-1"]
     assert d.scopes == {"p0": {("c1", TOPIC)}, "p1": {("c1", TOPIC)}}
-    assert sorted(map(sorted, d.files)) == [["ack", "receive"], ["read"], ["send"]]
+    assert sorted(map(sorted, d.files)) == [["ack", "receive", "subscribe"], ["read"], ["send"]]
     assert d.anonymous and d.seq_range == (0, 4)
 
 
 def test_route_values_land_in_the_partition_they_stand_for(spark) -> None:
     from pyspark.sql import functions as F
 
-    from pulsarlab.verify.summary import routes, spark_partition
+    from pulsarlab.verify.exchange import routes, spark_partition
 
     for n in (1, 3, 4, 8):
         values = routes(n)
@@ -341,3 +347,167 @@ def test_route_values_land_in_the_partition_they_stand_for(spark) -> None:
     extremes = [-(1 << 63), -1, 1 << 40, (1 << 63) - 1]
     df = spark.createDataFrame([(v,) for v in extremes], "route long").repartition(5, "route")
     assert dict(df.select("route", F.spark_partition_id()).collect()) == {v: spark_partition(v, 5) for v in extremes}
+
+
+# -- evidence: never "pass" when part of it is missing ------------------------------------------
+def manifest(directory: Path, run_id: str = "rA", finished: bool = True, failed: dict[str, str] | None = None) -> None:
+    """A ``_run.json`` like ``workload run`` writes; ``failed`` maps driver name to mode for failed ones."""
+    drivers = [{"name": n, "mode": mode, "part": n, "exit_code": -9, "failed": True, "reason": "killed by signal 9"}
+               for n, mode in (failed or {}).items()]
+    data = {"format": 1, "run": run_id, "topic": TOPIC, "partitions": 0, "finished": finished, "drivers": drivers}
+    (directory / "_run.json").write_text(json.dumps(data))
+
+
+def test_no_read_back_is_inconclusive_not_judged_on_deliveries(spark, tmp_path: Path) -> None:
+    def no_reader(parts: dict[str, list[Row]]) -> None:
+        del parts["read-c1"]
+
+    verdict = run(tmp_path, no_reader)
+    assert verdict.status == "inconclusive" and not verdict.ok and verdict.exit_code == 3
+    assert verdict.counts()["lost"] == 0, "deliveries must not stand in for storage"
+    assert any("no read-back" in r and TOPIC in r for r in verdict.reasons)
+
+
+def test_scan_that_stopped_early_or_short_of_the_end_is_inconclusive(spark, tmp_path: Path) -> None:
+    def stalled(parts: dict[str, list[Row]]) -> None:
+        parts["read-c1"] = [r for r in parts["read-c1"] if r["op"] == "read" and r["seq"] < 3]
+        parts["read-c1"].append(scan_row("7:9:-1:-1", 5, error="stalled after 5 messages"))
+
+    def short(parts: dict[str, list[Row]]) -> None:
+        parts["read-c1"][-1] = {**scan_row("7:9:-1:-1", 9), "message_id": "7:8:-1:-1"}
+
+    first = run(tmp_path / "a", stalled)
+    assert first.status == "inconclusive" and first.counts()["lost"] > 0
+    assert any("stalled after 5 messages" in r for r in first.reasons)
+    second = run(tmp_path / "b", short)
+    assert second.status == "inconclusive" and any("but the end is 7:9:-1:-1" in r for r in second.reasons)
+
+
+def test_empty_partition_scan_is_complete(spark, tmp_path: Path) -> None:
+    def extra_partition(parts: dict[str, list[Row]]) -> None:
+        parts["read-c1"].append(scan_row("(12,-1,-1,-1)", 0, topic=f"{TOPIC}-partition-9"))
+
+    assert run(tmp_path, extra_partition).status == "pass"
+
+
+def test_failed_driver_is_inconclusive_unless_a_presence_check_proves_failure(spark, tmp_path: Path) -> None:
+    run(tmp_path / "a")
+    manifest(tmp_path / "a" / "run", failed={"c0": "consume"})
+    consumer_died = verify(tmp_path / "a" / "run")
+    assert consumer_died.status == "inconclusive"
+    assert any("driver c0 (consume) failed: killed by signal 9" in r for r in consumer_died.reasons)
+
+    def dup(parts: dict[str, list[Row]]) -> None:
+        again = find(parts["read-c1"], producer="p0", seq=3)
+        parts["read-c1"].insert(0, {**again, "message_id": "8:0:-1:-1", "read_index": 1000})
+
+    run(tmp_path / "b", dup)
+    manifest(tmp_path / "b" / "run", failed={"c0": "consume"})
+    assert verify(tmp_path / "b" / "run").status == "fail", "a duplicate seen is a duplicate, whoever died"
+    manifest(tmp_path / "b" / "run", failed={"p0": "produce"})
+    assert verify(tmp_path / "b" / "run").status == "inconclusive", "a dead producer's journal may miss invokes"
+    manifest(tmp_path / "b" / "run", finished=False)
+    assert any("never finished" in r for r in verify(tmp_path / "b" / "run").reasons)
+
+
+def test_payload_changed_in_storage_or_delivery_is_corrupted(spark, tmp_path: Path) -> None:
+    def corrupt(parts: dict[str, list[Row]]) -> None:
+        for part in parts.values():
+            for r in part:
+                if r["op"] in ("send", "receive", "read"):
+                    r["payload_hash"] = f"{r['seq']:08x}"
+        find(parts["read-c1"], producer="p1", seq=3)["payload_hash"] = "deadbeef"
+        find(parts["consumer-c0"], op="receive", producer="p0", seq=2)["payload_hash"] = "0badf00d"
+
+    verdict = run(tmp_path, corrupt)
+    assert nonzero(verdict) == {"corrupted": 2} and verdict.status == "fail"
+    assert verdict.check("corrupted").examples[0]["delivered_on"] == ["c1"]
+
+
+def test_subscription_that_received_nothing_never_delivered_anything(spark, tmp_path: Path) -> None:
+    def idle(parts: dict[str, list[Row]]) -> None:
+        subscribed = {"op": "subscribe", "topic": TOPIC, "cluster": "c1", "subscription": "idle", "consumer": "c9", "ts": T0}
+        parts["consumer-c9"] = [subscribed]
+
+    verdict = run(tmp_path, idle)
+    assert nonzero(verdict) == {"never_delivered": 10}
+    assert {e["subscription"] for e in verdict.check("never_delivered").examples} == {"idle"}
+
+
+def test_failed_ack_does_not_count_as_acknowledged(spark, tmp_path: Path) -> None:
+    def failed_ack(parts: dict[str, list[Row]]) -> None:
+        rows = parts["consumer-c0"]
+        ack = find(rows, op="ack", producer="p0", seq=1)
+        ack.update(type="fail", error="TimeoutException")
+        rows.append({**find(rows, op="receive", producer="p0", seq=1), "ts": ack["ts"] + S, "redelivery_count": 1})
+        rows.append({**ack, "type": "ok", "error": None, "ts": ack["ts"] + 2 * S})
+
+    assert nonzero(run(tmp_path, failed_ack)) == {}
+
+
+def test_invoke_never_answered_is_info_not_fail(spark, tmp_path: Path) -> None:
+    def killed(parts: dict[str, list[Row]]) -> None:
+        parts["producer-p1"].append({"op": "send", "type": "invoke", "producer": "p1", "seq": 5, "topic": TOPIC,
+                                     "cluster": "c1", "ts": T0 + 20 * S})
+
+    m = run(tmp_path, killed).metrics["messages"]
+    assert (m["sent"], m["info"], m["indeterminate"], m["failed"]) == (11, 1, 1, 0)
+
+
+def test_empty_history_is_inconclusive(spark, tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    verdict = verify(tmp_path / "empty")
+    assert verdict.status == "inconclusive" and any("empty history" in r for r in verdict.reasons)
+
+
+def test_two_runs_on_one_topic_verified_apart_and_together(spark, tmp_path: Path) -> None:
+    """Each run's reader sees both runs' messages; neither run's verdict is disturbed by the other's."""
+    runs = {}
+    for run_id, offset in (("rA", 0), ("rB", 1000)):
+        parts = clean_history()
+        for part in parts.values():
+            for r in part:
+                if r.get("producer"):
+                    r["producer"] = f"{run_id}-{r['producer']}"
+                if r.get("message_id") and r["op"] != "scan":
+                    r["message_id"] = f"7:{offset + int(r['message_id'].split(':')[1])}:-1:-1"
+                r["run"] = run_id
+        runs[run_id] = parts
+    both_reads = [r for p in runs.values() for r in p["read-c1"] if r["op"] == "read"]
+    for run_id, parts in runs.items():
+        parts["read-c1"] = [*both_reads, scan_row("7:1009:-1:-1", 20)]
+        write_parts(tmp_path / run_id, parts)
+        manifest(tmp_path / run_id, run_id)
+    for run_id in runs:
+        alone = verify(tmp_path / run_id)
+        assert alone.status == "pass", alone.to_json()
+        assert alone.metrics["messages"]["acknowledged"] == 10
+        assert any("2 producer(s) sent nothing" in n for n in alone.notes)
+    together = verify([tmp_path / "rA", tmp_path / "rB"], out=tmp_path / "both.json")
+    assert together.status == "pass" and together.metrics["messages"]["acknowledged"] == 20
+    assert json.loads((tmp_path / "both.json").read_text())["directories"] == [str(tmp_path / "rA"), str(tmp_path / "rB")]
+
+
+def test_verify_command_exit_codes(spark, tmp_path: Path) -> None:
+    """0 pass, 1 a forbidden check failed, 3 inconclusive with the reason on stderr, 2 usage error."""
+    from typer.testing import CliRunner
+
+    from pulsarlab.cli import app
+
+    runner = CliRunner()
+    clean = write_parts(tmp_path / "clean", clean_history())
+    parts = clean_history()
+    parts["read-c1"].remove(find(parts["read-c1"], producer="p1", seq=2))
+    lossy = write_parts(tmp_path / "lossy", parts)
+    parts = clean_history()
+    del parts["read-c1"]
+    unread = write_parts(tmp_path / "unread", parts)
+
+    assert runner.invoke(app, ["verify", str(clean)]).exit_code == 0
+    assert runner.invoke(app, ["verify", str(lossy), "--json"]).exit_code == 1
+    result = runner.invoke(app, ["verify", str(unread), "--json"])
+    assert result.exit_code == 3
+    assert json.loads(result.stdout)["status"] == "inconclusive"
+    assert "inconclusive: no read-back" in result.stderr
+    missing = runner.invoke(app, ["verify", str(tmp_path / "nope")])
+    assert missing.exit_code == 2 and "no history folder" in missing.stderr

@@ -9,8 +9,9 @@ import random
 import pyarrow as pa
 import pytest
 
+from pulsarlab.verify import aggregate, checks, exchange, merge
 from pulsarlab.verify import events as ev
-from pulsarlab.verify import summary as sm
+from pulsarlab.verify.plan import Plan
 
 
 def test_hash64_depends_on_the_bytes_only() -> None:
@@ -84,16 +85,16 @@ def test_encode_read_rows_carry_id_hash_and_position() -> None:
 def test_percentiles_are_nearest_rank_at_the_printed_resolution() -> None:
     rng = random.Random(7)
     values = [rng.randrange(-2_000_000, 9_000_000) for _ in range(5000)] + [1_500, 2_500, 1_499_500, 3_000_500]
-    hist = sm._histogram(pa.array(values, pa.int64())).to_pydict()
-    got = sm.percentiles(dict(zip(hist["key"], hist["n"], strict=True)), max(values))
+    hist = checks._histogram(pa.array(values, pa.int64())).to_pydict()
+    got = merge.percentiles(dict(zip(hist["key"], hist["n"], strict=True)), max(values))
     ordered = sorted(values)
-    for name, p in zip(("p50", "p95", "p99", "p99_9"), sm.PERCENTILES, strict=True):
+    for name, p in zip(("p50", "p95", "p99", "p99_9"), merge.PERCENTILES, strict=True):
         assert got[name] == round(ordered[max(math.ceil(p * len(values)), 1) - 1] / 1e6, 3)
     assert got["max"] == round(max(values) / 1e6, 3)
     for v in (1_500, 2_500, 1_499_500, -1_500, 499, -499, 500, -500):  # half-way values round like round()
-        one = sm._histogram(pa.array([v], pa.int64())).to_pydict()
-        assert sm.percentiles(dict(zip(one["key"], one["n"], strict=True)), v)["p50"] == round(v / 1e6, 3)
-    assert sm.percentiles({}, None) == dict.fromkeys(("p50", "p95", "p99", "p99_9", "max"))
+        one = checks._histogram(pa.array([v], pa.int64())).to_pydict()
+        assert merge.percentiles(dict(zip(one["key"], one["n"], strict=True)), v)["p50"] == round(v / 1e6, 3)
+    assert merge.percentiles({}, None) == dict.fromkeys(("p50", "p95", "p99", "p99_9", "max"))
 
 
 def _gap_reference(points: list[int]) -> dict[str, object]:
@@ -112,13 +113,13 @@ def test_longest_gap_from_buckets_matches_a_full_sort(seed: int) -> None:
     buckets: dict[int, list[int]] = {}
     for t in oks:
         buckets.setdefault(max(min((t - 1000) // width, 7), 0), []).append(t)
-    summaries = [sm._bucket_gaps(b, pa.array(v, pa.int64())) for b, v in buckets.items()]
-    got = sm.longest_gap(pickle.loads(pickle.dumps(summaries)), first_invoke, last_send)
+    summaries = [exchange._bucket_gaps(b, pa.array(v, pa.int64())) for b, v in buckets.items()]
+    got = merge.longest_gap(pickle.loads(pickle.dumps(summaries)), first_invoke, last_send)
     assert got == _gap_reference([*oks, first_invoke, last_send])
 
 
 def test_order_violations_within_producer_partitions() -> None:
-    plan = sm.Plan(("c1",), (("c1", "s"),), ("k0", "k1"), ((),), ((),), True, (0,), 0, 1, 1)
+    plan = Plan(("c1",), (("c1", "s"),), ("k0", "k1"), ((),), ((),), True, (0,), 0, 1, 1)
     rows = pa.table(
         {
             "pidx": [0, 0, 0, 0, 1, 1],
@@ -128,17 +129,17 @@ def test_order_violations_within_producer_partitions() -> None:
             "seq": [0, 2, 1, 0, 5, None],
         }
     )
-    found = sm._violations(plan, "producer", 0, rows)
+    found = exchange._violations(plan, "producer", 0, rows)
     count, examples = found["order_violations_producer"]
     assert count == 1
     assert examples[0][1] == {"cluster": "c1", "partition": 0, "prev_seq": 2, "read_index": 30}
     keyed = rows.set_column(1, "a", pa.array([1, 1, 1, None, None, None], pa.int64()))
-    count, examples = sm._violations(plan, "key", 0, keyed)["order_violations_key"]
+    count, examples = exchange._violations(plan, "key", 0, keyed)["order_violations_key"]
     assert count == 1 and examples[0][1]["consumer"] == "k1" and examples[0][1]["first_receive_ts"] == 30
 
 
 def test_order_violations_with_keys_too_wide_to_pack() -> None:
-    plan = sm.Plan(("c1",), (("c1", "s"),), ("k0",), ((),), ((),), True, (0,), 0, 1, 1)
+    plan = Plan(("c1",), (("c1", "s"),), ("k0",), ((),), ((),), True, (0,), 0, 1, 1)
     big = 1 << 62
     rows = pa.table(
         {
@@ -149,7 +150,7 @@ def test_order_violations_with_keys_too_wide_to_pack() -> None:
             "seq": [3, 1, 4, 2, 0],
         }
     )
-    count, examples = sm._violations(plan, "key", 0, rows)["order_violations_key"]
+    count, examples = exchange._violations(plan, "key", 0, rows)["order_violations_key"]
     assert count == 2
     assert [e[1]["prev_seq"] for e in examples] == [3, 4]
     assert "consumer" not in examples[1][1]
@@ -159,7 +160,8 @@ def _events(rows: list[tuple[int, int, int, int | None, int | None, int | None]]
     """Events from (pidx, seq, tag, a, b, c) tuples."""
     pidx, seq, tag, a, b, c = (list(x) for x in zip(*rows, strict=True))
     key = {"mkey": [p << ev.SEQ_BITS | s for p, s in zip(pidx, seq, strict=True)]} if one_key else {"pidx": pidx, "seq": seq}
-    return pa.table({**key, "tag": tag, "a": a, "b": b, "c": c}, schema=ev._schema(one_key))
+    d = [None] * len(a)
+    return pa.table({**key, "tag": tag, "a": a, "b": b, "c": c, "d": d}, schema=ev._schema(one_key))
 
 
 def _tag(op: str, cid: int = 0, sid: int | None = None, consumer: int | None = None) -> int:
@@ -170,7 +172,7 @@ def _tag(op: str, cid: int = 0, sid: int | None = None, consumer: int | None = N
 
 @pytest.mark.parametrize("one_key", [True, False])
 def test_aggregate_per_message_with_repeated_rows(one_key: bool) -> None:
-    plan = sm.Plan(("c1", "c2"), (("c1", "s"), ("c2", "s")), ("k0", "k1"), ((), ()), ((), ()), one_key, (0,), 0, 1, 1)
+    plan = Plan(("c1", "c2"), (("c1", "s"), ("c2", "s")), ("k0", "k1"), ((), ()), ((), ()), one_key, (0,), 0, 1, 1)
     rows = [
         (0, 5, _tag("invoke"), 100, 7, None),
         (0, 5, _tag("ok", 1), 110, None, None),
@@ -185,7 +187,7 @@ def test_aggregate_per_message_with_repeated_rows(one_key: bool) -> None:
         (1, 0, _tag("read", ev.NO_CLUSTER), 1, 1, None),  # unknown cluster: no bit, no position
         (1, 0, _tag("nack"), 0, None, 55),
     ]
-    m = sm.aggregate(_events(rows, one_key), plan).to_pylist()
+    m = aggregate.aggregate(_events(rows, one_key), plan).to_pylist()
     assert len(m) == 2
     first, second = m
     if one_key:

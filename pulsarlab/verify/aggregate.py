@@ -1,0 +1,167 @@
+"""The reduce side, first step: the events of a task's messages aggregated into one row per message.
+
+Events are sorted by message once; each aggregate is then a scatter into the message's slot (a hash
+aggregation only where a message has two rows of a kind).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pulsarlab.verify.checks import summarise
+from pulsarlab.verify.events import (
+    CID_SHIFT,
+    CONSUMER_SHIFT,
+    NO_CLUSTER,
+    OP_CODE,
+    SID_MASK,
+    SID_SHIFT,
+    read_blobs,
+)
+from pulsarlab.verify.plan import CHUNK_ROWS, Plan, run_starts
+
+
+# -- per message --------------------------------------------------------------------------------
+def reduce_events(plan: Plan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The body of the reduce task: the events of its messages (Arrow blobs from the map tasks),
+    aggregated per message, then everything :func:`summarise` does."""
+    payloads = [p for batch in batches for p in batch.column("payload").to_pylist()]
+    events = read_blobs(payloads)
+    del payloads
+    messages = aggregate(events, plan) if events is not None and events.num_rows else None
+    del events
+    yield from summarise(plan, iter(messages.to_batches(max_chunksize=CHUNK_ROWS)) if messages is not None else iter(()))
+
+
+def aggregate(events: pa.Table, plan: Plan) -> pa.Table:
+    """One row per message (the columns the checks read), from its events.
+
+    Events are sorted by message once; an aggregate over the rows of one kind is a scatter into the
+    message's slot when no message has two such rows (the usual case), else a hash aggregation.
+    """
+    if plan.one_key:
+        key = events.column("mkey").combine_chunks()
+    else:  # (pidx, seq) as one long, seq by its rank among this task's seqs
+        seqs = pc.dictionary_encode(events.column("seq").combine_chunks())
+        codes = pc.cast(seqs.indices.fill_null(len(seqs.dictionary)), pa.int64())
+        key = pc.add(pc.shift_left(events.column("pidx").combine_chunks(), 32), codes)
+    order = pc.sort_indices(key)
+    events, key = events.take(order), key.take(order)
+    new = run_starts(key)
+    seg = pc.subtract(pc.cumulative_sum(pc.cast(new, pa.int64())), 1)
+    firsts = pc.indices_nonzero(new)
+    m = len(firsts)
+    out: dict[str, pa.Array] = {}
+    if plan.one_key:
+        out["mkey"] = key.take(firsts)
+    else:
+        out["pidx"] = events.column("pidx").take(firsts).combine_chunks()
+        out["seq"] = events.column("seq").take(firsts).combine_chunks()
+    tag = events.column("tag").combine_chunks()
+    opc = pc.bit_wise_and(tag, 15)
+    columns = {"s": seg, "tag": tag, **{x: events.column(x).combine_chunks() for x in ("a", "b", "c", "d")}}
+    subsets = {}  # op code -> its events (still in message order)
+    for code in pc.unique(opc).to_pylist():
+        rows = pc.indices_nonzero(pc.equal(opc, code))
+        subsets[code] = {name: col.take(rows) for name, col in columns.items()}
+    none = {name: col.slice(0, 0) for name, col in columns.items()}
+
+    def rows(op: str | int, where: Any = None) -> dict[str, pa.Array]:
+        """The events of one op (a name or a code), those where ``where(tag)`` holds if given."""
+        t = subsets.get(OP_CODE.get(op, op) if isinstance(op, str) else op, none)
+        if where is None or not len(t["s"]):
+            return t
+        mask = where(t["tag"])
+        return {name: col.filter(mask) for name, col in t.items()}
+
+    def reduce(t: dict[str, pa.Array], values: str | pa.Array, how: str) -> pa.Array:
+        s, v = t["s"], t[values] if isinstance(values, str) else values
+        if v.null_count:
+            s, v = s.filter(v.is_valid()), v.drop_null()
+        return _scatter_reduce(s, v, how, m)
+
+    def present(t: dict[str, pa.Array]) -> pa.Array:
+        if not len(t["s"]):
+            return pa.repeat(False, m)
+        return pc.scatter(pa.repeat(True, len(t["s"])), t["s"], max_index=m - 1).is_valid()
+
+    def highest(arrays: list[pa.Array]) -> pa.Array:
+        return extreme(arrays, "max")
+
+    def extreme(arrays: list[pa.Array], how: str) -> pa.Array:
+        if len(arrays) == 1:
+            return arrays[0]
+        return (pc.max_element_wise if how == "max" else pc.min_element_wise)(*arrays, skip_nulls=True)
+
+    def bits(op: str, indices: range) -> pa.Array:
+        """bit_or of ``1 << cid`` over the op's events: one presence test per cluster."""
+        total = pa.repeat(pa.scalar(0, pa.int64()), m)
+        for i in indices:
+            here = present(rows(op, lambda t, i=i: pc.equal(_cid(t), i)))
+            total = pc.add(total, pc.if_else(here, 1 << i, 0))
+        return total
+
+    sends = ("invoke", "ok", "info", "fail")
+    kinds = pa.repeat(pa.scalar(0, pa.int64()), m)
+    for op in sends:
+        if OP_CODE[op] in subsets:
+            kinds = pc.add(kinds, pc.if_else(present(rows(op)), 1 << OP_CODE[op], 0))
+    out["kinds"] = pc.cast(kinds, pa.int32())
+    out["invoke_ts"] = reduce(rows("invoke"), "a", "min")
+    out["ok_ts"] = reduce(rows("ok"), "a", "min")
+    out["last_send_ts"] = highest([reduce(rows(op), "a", "max") for op in sends])
+    ok = rows("ok", lambda t: pc.not_equal(_cid(t), NO_CLUSTER))
+    out["ok_cid"] = pc.cast(reduce(ok, _cid(ok["tag"]), "max"), pa.int32())
+    out["publish_ts"] = highest([reduce(rows(code), "c", "max") for code in subsets] or [pa.nulls(m, pa.int64())])
+    # payload hashes: the one recorded at send, the lowest and highest seen in a delivery or in storage
+    out["hash_sent"] = reduce(rows("invoke"), "d", "max")
+    out["hash_lo"] = extreme([reduce(rows(op), "d", "min") for op in ("receive", "read")], "min")
+    out["hash_hi"] = highest([reduce(rows(op), "d", "max") for op in ("receive", "read")])
+    out["read_bits"] = bits("read", range(len(plan.clusters)))
+    out["recv_bits"] = bits("receive", range(len(plan.clusters)))
+    out["key_hash"] = highest([reduce(rows("invoke"), "b", "max"), reduce(rows("receive"), "b", "max")])
+    for i in range(len(plan.clusters)):
+        here = rows("read", lambda t, i=i: pc.equal(_cid(t), i))
+        out[f"idmin_{i}"] = reduce(here, "a", "min")
+        out[f"idmax_{i}"] = reduce(here, "a", "max")
+        out[f"position_{i}"] = reduce(here, "b", "min")
+    for j in range(len(plan.subs)):
+        got = rows("receive", lambda t, j=j: pc.equal(_sid(t), j))
+        out[f"recv_first_{j}"] = first = reduce(got, "a", "min")
+        out[f"recv_last_{j}"] = reduce(got, "a", "max")
+        out[f"ack_first_{j}"] = reduce(rows("ack", lambda t, j=j: pc.equal(_sid(t), j)), "a", "min")
+        # the consumer of the first delivery (of the earliest such row when several share its time)
+        at_first = pc.equal(got["a"], first.take(got["s"])).fill_null(False)
+        s = got["s"].filter(at_first)
+        keep = run_starts(s)
+        who = pc.subtract(pc.shift_right(got["tag"].filter(at_first).filter(keep), CONSUMER_SHIFT), 1)
+        who = pc.if_else(pc.greater_equal(who, 0), who, pa.scalar(None, pa.int64()))
+        out[f"consumer_{j}"] = pc.cast(_scatter_reduce(s.filter(keep), who, "min", m), pa.int32())
+    return pa.table(out)
+
+
+def _cid(tag: pa.Array) -> pa.Array:
+    return pc.bit_wise_and(pc.shift_right(tag, CID_SHIFT), 63)
+
+
+def _sid(tag: pa.Array) -> pa.Array:
+    return pc.subtract(pc.bit_wise_and(pc.shift_right(tag, SID_SHIFT), SID_MASK), 1)
+
+
+def _repeats(s: pa.Array) -> bool:
+    """Whether a sorted array of message slots names a slot twice."""
+    return len(s) > 1 and bool(pc.any(pc.equal(s.slice(1), s.slice(0, len(s) - 1))).as_py())
+
+
+def _scatter_reduce(s: pa.Array, v: pa.Array, how: str, m: int) -> pa.Array:
+    """``how`` of the values ``v`` per message slot ``s`` (sorted), as an array of ``m`` slots."""
+    if len(s) == 0:
+        return pa.nulls(m, v.type)
+    if _repeats(s):
+        g = pa.table({"s": s, "v": v}).group_by("s", use_threads=False).aggregate([("v", how)])
+        s, v = g.column("s").combine_chunks(), g.column(f"v_{how}").combine_chunks()
+    return pc.scatter(v, s, max_index=m - 1)

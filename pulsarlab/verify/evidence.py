@@ -1,0 +1,141 @@
+"""Is the evidence whole? The storage scans and the run manifests, read on the driver.
+
+A verdict may only say ``pass`` when everything it needs was observed: every (cluster, topic) on
+which a producer sent was read back to its end, partition by partition (``scan`` rows), and every
+driver of the run did its job (``_run.json``). What is missing becomes a *reason*; see
+``docs/history.md`` ("Evidence, and the three verdicts").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pulsarlab.verify.dims import Dims, base_topic
+
+MANIFEST = "_run.json"
+SCAN_COLUMNS = ("op", "cluster", "topic", "read_index", "message_id", "end_message_id", "error")
+_ID = re.compile(r"^\(?\s*(-?\d+)\s*[,:]\s*(-?\d+)\s*(?:[,:]\s*(-?\d+)\s*(?:[,:]\s*(-?\d+)\s*)?)?\)?$")
+
+
+def message_position(text: str | None) -> tuple[int, int] | None:
+    """(ledger, entry) of a message id written as ``(l,e,p,b)`` or ``l:e:p:b``; None if unreadable."""
+    m = _ID.match(text.strip()) if text else None
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+@dataclass(frozen=True)
+class Scan:
+    """One reader's scan of one topic partition on one cluster (a ``scan`` row)."""
+
+    cluster: str
+    topic: str
+    read: int
+    last: str | None
+    end: str | None
+    error: str | None
+
+    @property
+    def problem(self) -> str | None:
+        """Why this scan does not prove it saw the whole partition; None when it does."""
+        if self.error:
+            return self.error
+        end = message_position(self.end)
+        if end is None:
+            return f"end position unknown ({self.end!r})"
+        if end[1] < 0:  # an empty partition: nothing to reach
+            return None
+        last = message_position(self.last)
+        if last is None or last < end:
+            return f"read {self.read} messages up to {self.last or 'none'}, but the end is {self.end}"
+        return None
+
+
+@dataclass
+class Evidence:
+    """What is missing (reasons), and whether a producer's own record may be short."""
+
+    reasons: list[str] = field(default_factory=list)
+    producer_failed: bool = False
+    runs: list[str] = field(default_factory=list)
+
+
+def read_scans(paths: list[str]) -> list[Scan]:
+    """Every ``scan`` row of the given part files (the files that hold reads are few and scan rows fewer)."""
+    out = []
+    for path in paths:
+        names = set(pq.read_schema(path).names)
+        table = pq.read_table(path, columns=[c for c in SCAN_COLUMNS if c in names])
+        table = table.filter(pc.equal(table.column("op"), "scan"))
+        for r in table.to_pylist():
+            out.append(
+                Scan(
+                    r.get("cluster") or "",
+                    r.get("topic") or "",
+                    r.get("read_index") or 0,
+                    r.get("message_id"),
+                    r.get("end_message_id"),
+                    r.get("error"),
+                )
+            )
+    return out
+
+
+def read_manifests(directories: list[Path]) -> list[dict[str, Any]]:
+    """The ``_run.json`` of each directory that has one."""
+    found = []
+    for d in directories:
+        path = d / MANIFEST
+        if path.exists():
+            try:
+                found.append({**json.loads(path.read_text()), "_path": str(path)})
+            except (OSError, ValueError) as exc:
+                found.append({"_path": str(path), "_unreadable": str(exc)})
+    return found
+
+
+def _partitions(topic: str, manifests: list[dict[str, Any]], scans: list[Scan]) -> list[str]:
+    """The partitions of ``topic`` that must each have a complete scan."""
+    names = {s.topic for s in scans if base_topic(s.topic) == topic}
+    for m in manifests:
+        if base_topic(str(m.get("topic", ""))) == topic:
+            n = int(m.get("partitions") or 0)
+            names.update([f"{topic}-partition-{i}" for i in range(n)] if n else [topic])
+    return sorted(names) or [topic]
+
+
+def judge(dims: Dims, scans: list[Scan], manifests: list[dict[str, Any]]) -> Evidence:
+    """Every piece of missing evidence, each as one sentence."""
+    ev = Evidence()
+    for m in manifests:
+        if "_unreadable" in m:
+            ev.reasons.append(f"run manifest {m['_path']} cannot be read: {m['_unreadable']}")
+            continue
+        run = str(m.get("run") or m["_path"])
+        ev.runs.append(run)
+        if not m.get("finished", False):
+            ev.reasons.append(f"run {run} never finished (its manifest says so): the workload itself died")
+        for d in m.get("drivers", []):
+            if d.get("failed"):
+                why = d.get("reason") or "no reason given"
+                ev.reasons.append(f"run {run}: driver {d.get('name')} ({d.get('mode')}) failed: {why}")
+                ev.producer_failed = ev.producer_failed or d.get("mode") == "produce"
+    needed = sorted({scope for scopes in dims.scopes.values() for scope in scopes})
+    for cluster, topic in needed:
+        mine = [s for s in scans if s.cluster == cluster and base_topic(s.topic) == topic]
+        if not mine:
+            ev.reasons.append(f"no read-back of {topic} on cluster {cluster or '?'}: its storage was never scanned")
+            continue
+        for partition in _partitions(topic, manifests, mine):
+            scans_here = [s for s in mine if s.topic == partition]
+            if not scans_here:
+                ev.reasons.append(f"no scan of {partition} on cluster {cluster}")
+            elif all(s.problem for s in scans_here):
+                ev.reasons.append(f"read-back of {partition} on cluster {cluster} incomplete: {scans_here[0].problem}")
+    return ev
