@@ -180,7 +180,7 @@ def main() -> None:
     ours: list[Sample] = []
     perf: list[Sample] = []
     try:
-        ns = ops.default_topic(cluster, ops.workload_target(cluster, None, None).cluster).rsplit("/", 1)[0]
+        ns = ops.default_topic(cluster, ops.workload_target(cluster, None, None).cluster, "bench").rsplit("/", 1)[0]
         for r in range(args.rounds):
             for name, run, into in (("pulsarlab", run_ours, ours), ("pulsar-perf", run_perf, perf)):
                 x = run(cluster, f"{ns}/bench-{name}-{uuid.uuid4().hex[:6]}", s)
