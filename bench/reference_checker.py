@@ -119,17 +119,15 @@ def evidence(t: pa.Table, runs: list[dict[str, Any]], acked: pa.Table) -> Eviden
             complete.add((s["cluster"], s["ptopic"]))
         else:
             why.setdefault((s["cluster"], s["ptopic"]), s["error"] or f"stopped at {s['message_id']}, end {s['end_message_id']}")
-    # reading: one reason per (cluster, topic), naming each partition without a complete scan.
+    # reading: one reason per (cluster, partition) without a complete scan ("each such fact").
     pairs = distinct(acked, ["cluster", "topic"])
     for cluster, topic in sorted(zip(pairs["cluster"].to_pylist(), pairs["topic"].to_pylist(), strict=True)):
         parts = declared.get(topic) or named.get((cluster, topic))
         if not parts:
             ev.reasons.append(f"no complete read-back of {topic} on cluster {cluster}: no scan")
             continue
-        bad = sorted(p for p in parts if (cluster, p) not in complete)
-        if bad:
-            detail = "; ".join(f"{p}: {why.get((cluster, p), 'no scan')}" for p in bad)
-            ev.reasons.append(f"no complete read-back of {topic} on cluster {cluster}: {detail}")
+        for p in sorted(p for p in parts if (cluster, p) not in complete):
+            ev.reasons.append(f"no complete read-back of {p} on cluster {cluster}: {why.get((cluster, p), 'no scan')}")
     return ev
 
 

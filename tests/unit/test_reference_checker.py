@@ -195,10 +195,10 @@ def test_scan_complete_when_empty_and_past_the_end_in_a_later_ledger(tmp_path):
 
 def test_the_manifest_partitions_each_need_a_complete_scan(tmp_path):
     rows = [r for r in healthy() if r["op"] != "scan"] + [scan(3, mid(2), mid(2), topic=f"{T}-partition-0")]
-    manifest = {"format": 1, "run": RUN, "topic": T, "partitions": 2, "finished": True, "drivers": []}
+    manifest = {"format": 1, "run": RUN, "topic": T, "partitions": 3, "finished": True, "drivers": []}
     r = judge(tmp_path, rows, manifest)
-    assert (r["status"], len(r["reasons"])) == ("inconclusive", 1)
-    assert "partition-1" in r["reasons"][0]
+    assert (r["status"], len(r["reasons"])) == ("inconclusive", 2)  # a reason per partition without a complete scan
+    assert "partition-1" in r["reasons"][0] and "partition-2" in r["reasons"][1]
 
 
 def driver(name: str, mode: str, failed: bool) -> dict[str, Any]:
