@@ -286,6 +286,29 @@ def inspect_bookies(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> 
     out.print(table)
 
 
+image_app = typer.Typer(no_args_is_help=True, help="Pulsar container images, built without any registry.")
+app.add_typer(image_app, name="image")
+
+
+@image_app.command("build")
+@reported
+def image_build(
+    pulsar_version: Annotated[str | None, typer.Option(help="Pulsar version (default: the local runtime's)")] = None,
+    distribution: Annotated[str | None, typer.Option(help="a pulsar-server-distribution tarball or folder")] = None,
+    tag: Annotated[str | None, typer.Option(help="image tag (default: pulsarlab/pulsar:<version>)")] = None,
+    host: Annotated[str | None, typer.Option(help="Docker engine (default: $DOCKER_HOST or scripts/docker-engine's)")] = None,
+) -> None:
+    """Build a Pulsar image from Debian, its Java 17 and the local runtime's distribution; cached by inputs."""
+    from pulsarlab.distribution import DEFAULT_VERSION
+    from pulsarlab.runtime.docker.image import ensure_image
+
+    result = ensure_image(pulsar_version or DEFAULT_VERSION, distribution, tag, host, say=_say)
+    if result.built:
+        out.print(f"built {result.tag} ({result.image_id[:19]}) in {result.seconds:.1f}s")
+    else:
+        out.print(f"{result.tag} is up to date ({result.image_id[:19]}): same inputs, nothing built ({result.seconds:.1f}s)")
+
+
 def _node_cmd(action: str):
     def cmd(name: Annotated[str, typer.Argument(help="node name, e.g. bk1")], state_dir: StateDirOpt = None) -> None:
         ops.node_action(state_dir, name, action, say=_say)

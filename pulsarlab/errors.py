@@ -60,3 +60,42 @@ class UsageError(PulsarlabError):
 
 class StateError(PulsarlabError):
     """The state directory says something that does not allow the requested operation."""
+
+
+ENGINE_FIX = "run `scripts/docker-engine start` and export the DOCKER_HOST it prints"
+
+
+class DockerClientMissingError(PulsarlabError):
+    """No ``docker`` command-line client to drive the engine with."""
+
+    def __init__(self) -> None:
+        super().__init__(f"no docker client: the `docker` command is not on PATH; {ENGINE_FIX} (it installs Debian's docker.io)")
+
+
+class DockerEngineError(PulsarlabError):
+    """No Docker engine answers at the DOCKER_HOST in use."""
+
+    def __init__(self, host: str, detail: str) -> None:
+        self.host = host
+        super().__init__(f"no Docker engine answering at {host} ({detail}); {ENGINE_FIX}")
+
+
+class ComposePluginMissingError(PulsarlabError):
+    """The ``docker compose`` (v2) CLI plugin is not installed."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"no Docker Compose v2 plugin: `docker compose version` failed ({detail}); "
+                         "run `scripts/docker-engine start` (it builds and installs the plugin once per machine)")
+
+
+class ImageMissingError(PulsarlabError):
+    """The Pulsar image a docker deployment needs is not in the engine."""
+
+    def __init__(self, image: str, host: str) -> None:
+        self.image = image
+        super().__init__(f"image {image} is not in the Docker engine at {host}: "
+                         "build it with `pulsarlab image build` or pass `--image` naming one the engine has")
+
+
+class ImageBuildError(PulsarlabError):
+    """Building the base or the Pulsar image failed; carries the stage and the tool's output."""
