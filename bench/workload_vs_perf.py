@@ -53,8 +53,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from pulsarlab import ops
+from pulsarlab.deployment import Deployment
 from pulsarlab.history import SCHEMA, part_files
-from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.runtime.roundtrip import client as pulsar_client
 from pulsarlab.workload.run import WorkloadConfig
 
@@ -113,7 +113,7 @@ def storage_span_ms(service_url: str, topic: str, partitions: int) -> tuple[int,
     return min(first), max(last)
 
 
-def run_ours(cluster: LocalCluster, topic: str, s: Settings) -> Sample:
+def run_ours(cluster: Deployment, topic: str, s: Settings) -> Sample:
     cfg = WorkloadConfig(topic, partitions=s.partitions, producers=s.producers, consumers=0, rate=0, message_size=s.size,
                          duration=s.seconds, batching=s.batching, max_pending=MAX_PENDING, send_timeout_ms=SEND_TIMEOUT_S * 1000)
     out = Path(tempfile.mkdtemp(prefix="pulsarlab-wl-")) / "run"
@@ -129,7 +129,7 @@ def run_ours(cluster: LocalCluster, topic: str, s: Settings) -> Sample:
     return Sample(len(acked), seconds, (last - first) / 1e3, getattr(result, "send_rate", None))
 
 
-def run_perf(cluster: LocalCluster, topic: str, s: Settings) -> Sample:
+def run_perf(cluster: Deployment, topic: str, s: Settings) -> Sample:
     target = ops.workload_target(cluster, None, None)
     ops.prepare_topic(cluster, target.cluster, WorkloadConfig(topic, partitions=s.partitions))
     dist = cluster.distribution()
