@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import signal
 import sys
+import time
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -14,10 +15,13 @@ from rich.console import Console
 from rich.table import Table
 
 from pulsarlab import ops
-from pulsarlab.errors import PulsarlabError
+from pulsarlab.cli_errors import EXIT_CODES, reported
+from pulsarlab.errors import UsageError
 from pulsarlab.topology import BUILTINS, builtin_descriptions
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Real Apache Pulsar clusters as code.")
+# plain click errors: a bad option value is one "Error: ..." line under the usage, not a drawn box
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help=f"Real Apache Pulsar clusters as code.\n\n{EXIT_CODES}")
 node_app = typer.Typer(no_args_is_help=True, help="Operate one node of the running cluster.")
 app.add_typer(node_app, name="node")
 
@@ -29,25 +33,12 @@ StateDirOpt = Annotated[Path | None, typer.Option("--state-dir", help="default: 
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output")]
 
 
-def reported(fn):
-    """Turn a PulsarlabError into one clear line on stderr and a non-zero exit."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except PulsarlabError as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
-            raise typer.Exit(exc.exit_code) from None
-
-    return wrapper
-
-
 def _say(msg: str) -> None:
     err.print(f"[dim]·[/] {msg}", highlight=False)
 
 
 @app.command()
+@reported
 def topologies(as_json: JsonOpt = False) -> None:
     """List the built-in topologies."""
     desc = builtin_descriptions()
@@ -94,7 +85,10 @@ def up(
 @app.command()
 @reported
 def status(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
-    """Show every node: pid, address, readiness."""
+    """Show every node: pid, address, readiness.
+
+    Exit code: 0 every node ready, 3 some node is not ready, 1 no cluster, 2 usage error.
+    """
     report = ops.status(state_dir)
     if as_json:
         print(json.dumps(report, indent=2))
@@ -116,9 +110,71 @@ def down(
     state_dir: StateDirOpt = None,
     keep_data: Annotated[bool, typer.Option("--keep-data", help="keep ZooKeeper and bookie data")] = False,
 ) -> None:
-    """Stop every node by pid; wipe the data unless --keep-data."""
+    """Stop every node by pid; wipe the data unless --keep-data. Nothing running is not an error (exit 0)."""
     stopped = ops.down(state_dir, keep_data, say=_say)
-    out.print(f"stopped {len(stopped)} nodes" + (" (data kept)" if keep_data else ""))
+    if stopped is None:
+        out.print("nothing to stop: no pulsarlab cluster here")
+    elif not stopped:
+        out.print("nothing to stop: no node was running" + (" (data kept)" if keep_data else " (state cleared)"))
+    else:
+        out.print(f"stopped {len(stopped)} nodes" + (" (data kept)" if keep_data else ""))
+
+
+class EnvFormat(StrEnum):
+    shell = "shell"
+    json = "json"
+    dotenv = "dotenv"
+
+
+@app.command("env")
+@reported
+def env_cmd(
+    cluster: Annotated[str | None, typer.Option(help="cluster PULSAR_SERVICE_URL/_ADMIN_URL name (default: the first)")] = None,
+    fmt: Annotated[EnvFormat, typer.Option("--format", help="shell (for eval), json or dotenv")] = EnvFormat.shell,
+    state_dir: StateDirOpt = None,
+) -> None:
+    """Print the running cluster's URLs as environment variables: eval "$(pulsarlab env)".
+
+    Also writes the Java client's client.conf into the state directory and names it in
+    PULSAR_CLIENT_CONF, which the distribution's bin/pulsar-admin and bin/pulsar-perf read.
+    Exit code: 0, 1 no cluster, 2 usage error (e.g. an unknown --cluster).
+    """
+    from pulsarlab.urls import render
+
+    print(render(ops.env(state_dir, cluster).variables, fmt.value))
+
+
+@app.command("logs")
+@reported
+def logs_cmd(
+    node: Annotated[str | None, typer.Argument(help="node name, e.g. bk1 (or --all)")] = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="then print what the node writes until Ctrl-C")] = False,
+    lines: Annotated[int | None, typer.Option("--lines", "-n", min=0, help="at most the last N lines [default: 50]")] = None,
+    all_nodes: Annotated[bool, typer.Option("--all", help="every node's log, each line prefixed with its node")] = False,
+    since: Annotated[float | None, typer.Option(min=0, help="only what the last SECONDS wrote")] = None,
+    follow_for: Annotated[float | None, typer.Option(min=0, help="with -f: stop after SECONDS (default: at Ctrl-C)")] = None,
+    state_dir: StateDirOpt = None,
+) -> None:
+    """Show a node's log, or every node's; -f follows it.
+
+    Exit code: 0, 1 no cluster or no such node, 2 usage error (NODE and --all together, or neither).
+    """
+    from pulsarlab import logs
+
+    if (node is None) == (not all_nodes) or (all_nodes and follow):
+        raise UsageError("give one NODE, or --all (which does not follow)")
+    cluster = ops.open_cluster(state_dir)
+    if all_nodes:
+        for log in logs.all_logs(cluster, lines, since):
+            for text in log.lines:
+                print(f"{log.node} | {text}")
+        return
+    for text in logs.tail(cluster, node, lines, since).lines:
+        print(text)
+    if follow:
+        end = time.monotonic() + follow_for if follow_for is not None else None
+        for text in logs.follow(cluster, node, stop=lambda: end is not None and time.monotonic() > end):
+            print(text, flush=True)
 
 
 workload_app = typer.Typer(no_args_is_help=True, help="Drive recorded traffic through the running cluster.")
@@ -145,15 +201,17 @@ def workload_run(
     region: Annotated[str | None, typer.Option(help="region the clients stand in, recorded in the history")] = None,
     state_dir: StateDirOpt = None,
 ) -> None:
-    """Produce and consume while recording every send, ack and delivery; then read storage back."""
+    """Produce and consume while recording every send, ack and delivery; then read storage back.
+
+    Exit code: 0 the history is complete, 1 nothing was sent or a driver failed, 2 usage error.
+    """
     from rich.live import Live
 
     try:
         cfg = ops.WorkloadConfig(topic, partitions, producers, consumers, subscription, subscription_type, keys, rate,
                                  message_size, duration, batching, deduplication)
     except ValueError as exc:
-        err.print(f"[bold red]error:[/] {exc}")
-        raise typer.Exit(2) from None
+        raise UsageError(str(exc)) from None
 
     def line(c) -> str:
         return (f"sent {c.invoked}  acked {c.acked}  failed {c.failed}  unknown {c.unknown}  "
@@ -249,7 +307,10 @@ def inspect_placement(
     state_dir: StateDirOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Owner broker and region of each topic, and the regions of every ledger's copies."""
+    """Owner broker and region of each topic, and the regions of every ledger's copies.
+
+    Exit code: 0 nothing flagged, 4 a placement flag was raised (printed), 1 no cluster, 2 usage error.
+    """
     report = ops.inspect_placement(state_dir, topic)
     if as_json:
         print(json.dumps(report.to_dict(), indent=2))
