@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import sys
@@ -173,8 +174,10 @@ def logs_cmd(
         print(text)
     if follow:
         end = time.monotonic() + follow_for if follow_for is not None else None
-        for text in logs.follow(cluster, node, stop=lambda: end is not None and time.monotonic() > end):
-            print(text, flush=True)
+        sys.stdout.flush()
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how following ends: exit 0
+            for text in logs.follow(cluster, node, stop=lambda: end is not None and time.monotonic() > end):
+                print(text, flush=True)
 
 
 workload_app = typer.Typer(no_args_is_help=True, help="Drive recorded traffic through the running cluster.")

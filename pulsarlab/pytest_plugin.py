@@ -18,6 +18,8 @@ import fcntl
 import json
 import logging
 import os
+import signal
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -145,7 +147,7 @@ def write_marker(state_dir: Path, data: dict) -> None:
 
 def acquire(settings: Settings) -> PulsarCluster:
     """Bring the cluster up (or join the one up) and count this process among its users."""
-    from pulsarlab import ops
+    from pulsarlab import ops, urls
 
     with locked(settings.state_dir):
         marker = read_marker(settings.state_dir)
@@ -163,7 +165,7 @@ def acquire(settings: Settings) -> PulsarCluster:
     topo = cluster.topo
     return PulsarCluster(
         topo.name, settings.state_dir,
-        {c.name: ClusterURLs(topo.service_url(c.name), topo.web_url(c.name)) for c in topo.clusters},
+        {c.name: ClusterURLs(topo.service_url(c.name), urls.admin_url(cluster, c.name)) for c in topo.clusters},
         {c.name: ops.default_topic(cluster, c.name, "x").removeprefix("persistent://").rsplit("/", 1)[0]
          for c in topo.clusters},
     )
@@ -186,10 +188,19 @@ def release(settings: Settings, pid: int | None = None, may_stop: bool = True) -
         (settings.state_dir / MARKER_FILE).unlink(missing_ok=True)
         if not marker.get("started") or settings.keep:
             return False
-        with contextlib.suppress(Exception):  # it may already be gone (a user ran `pulsarlab down`)
-            ops.down(settings.state_dir, say=log.info)
-            return True
-        return False
+        return ops.down(settings.state_dir, say=log.info) is not None  # None: someone ran `pulsarlab down`
+
+
+def terminate_as_interrupt():
+    """Let SIGTERM (a CI job cancelled) unwind like Ctrl-C, so the cluster is taken down; returns
+    the handler to restore, or None when another one is installed or this is not the main thread."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        return None
+
+    def interrupt(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    return signal.signal(signal.SIGTERM, interrupt)
 
 
 @pytest.fixture(scope="session")
@@ -202,9 +213,12 @@ def pulsar_cluster(request: pytest.FixtureRequest) -> Iterator[PulsarCluster]:
         cluster = acquire(settings)
     except PulsarlabError as exc:  # what to fix, without pulsarlab's own stack
         pytest.fail(f"pulsar_cluster: {exc}", pytrace=False)
+    previous = terminate_as_interrupt()
     try:
         yield cluster
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         cluster.close_clients()
         # an xdist worker never stops it: another worker may not have joined yet; the controller
         # stops it once every worker is done

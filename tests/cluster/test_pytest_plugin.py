@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -22,7 +26,7 @@ CACHED = {"PULSARLAB_CACHE": str(cache_root()),
           "PULSARLAB_MAVEN_REPO": os.environ.get("PULSARLAB_MAVEN_REPO", str(Path.home() / ".m2" / "repository"))}
 
 USER_TEST = '''
-import json, os, uuid
+import json, os, time, uuid
 from pathlib import Path
 
 import psutil
@@ -74,11 +78,12 @@ def assert_nothing_left(state: Path, pids: set[int]) -> None:
     assert not (state / "state.json").exists(), "the state directory still records a cluster"
 
 
-def test_a_users_test_sends_a_message_and_the_cluster_is_gone_after(pytester: pytest.Pytester, project) -> None:
+def test_a_users_test_sends_a_message_and_the_cluster_is_gone_after_even_a_failure(pytester: pytest.Pytester, project) -> None:
     state, args = project
-    pytester.makepyfile(test_user=USER_TEST.format(n=1))
+    failing = "\n\ndef test_that_fails(pulsar_cluster):\n    assert pulsar_cluster.clusters == {}\n"
+    pytester.makepyfile(test_user=USER_TEST.format(n=1) + failing)
     result = pytester.runpytest_subprocess(*args, timeout=600)
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=1, failed=1)
     (run,) = seen(pytester)
     assert_nothing_left(state, set(run["pids"]))
 
@@ -93,3 +98,24 @@ def test_xdist_workers_share_one_cluster(pytester: pytest.Pytester, project) -> 
     assert len(runs) == 2
     assert runs[0]["pids"] == runs[1]["pids"], "each worker saw a cluster of its own"
     assert_nothing_left(state, set(runs[0]["pids"]))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "cancelled-ci-job"])
+def test_an_interrupted_run_takes_its_cluster_down(pytester: pytest.Pytester, project, sig: signal.Signals) -> None:
+    state, args = project
+    pytester.makepyfile(test_user=USER_TEST.format(n=1) + "    time.sleep(300)\n")
+    inner = subprocess.Popen([sys.executable, "-m", "pytest", *args, "test_user.py"], cwd=pytester.path,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not seen(pytester):
+            assert inner.poll() is None, inner.communicate()[0]
+            assert time.monotonic() < deadline, "waited 300s for the user's test to have a cluster"
+            time.sleep(1)
+        inner.send_signal(sig)
+        output = inner.communicate(timeout=120)[0]
+    finally:
+        if inner.poll() is None:
+            inner.kill()
+    assert "Interrupted" in output or "KeyboardInterrupt" in output, output
+    assert_nothing_left(state, set(seen(pytester)[0]["pids"]))

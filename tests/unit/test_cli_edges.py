@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import shlex
+import signal
+import subprocess
+import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -156,3 +159,22 @@ def test_logs_follow_prints_what_is_appended(stopped: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout == "before\nappended while following\n"
     assert 1.9 < time.monotonic() - start < 10
+
+
+def test_logs_follow_ends_at_ctrl_c_with_exit_0(stopped: Path) -> None:
+    log = open_deployment(stopped).log_file("zk")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("the last line so far\n")
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-m", "pulsarlab.cli", "logs", "zk", "-f", "--state-dir", str(stopped)],
+                            cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "the last line so far\n"
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
