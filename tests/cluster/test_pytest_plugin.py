@@ -15,6 +15,7 @@ import psutil
 import pytest
 import yaml
 
+from pulsarlab import ops
 from pulsarlab.distribution import cache_root
 from pulsarlab.topology import BUILTIN_DIR
 
@@ -119,3 +120,19 @@ def test_an_interrupted_run_takes_its_cluster_down(pytester: pytest.Pytester, pr
             inner.kill()
     assert "Interrupted" in output or "KeyboardInterrupt" in output, output
     assert_nothing_left(state, set(seen(pytester)[0]["pids"]))
+
+
+def test_keep_leaves_it_up_and_a_later_run_reuses_it_without_stopping_it(pytester: pytest.Pytester, project) -> None:
+    state, args = project
+    pytester.makepyfile(test_user=USER_TEST.format(n=1))
+    try:
+        pytester.runpytest_subprocess(*args, "--pulsarlab-keep", timeout=600).assert_outcomes(passed=1)
+        kept = set(seen(pytester)[0]["pids"])
+        assert kept and all(psutil.pid_exists(p) for p in kept), "--pulsarlab-keep did not keep the cluster"
+        (pytester.path / "seen-1.json").unlink()
+        pytester.runpytest_subprocess(*args, timeout=600).assert_outcomes(passed=1)
+        assert set(seen(pytester)[0]["pids"]) == kept, "the later run started a cluster of its own"
+        assert all(psutil.pid_exists(p) for p in kept), "a run stopped a cluster it had not started"
+    finally:
+        ops.down(state)
+    assert_nothing_left(state, kept)

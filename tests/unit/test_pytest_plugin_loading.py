@@ -28,6 +28,23 @@ def test_loaded_twice_and_unused_it_does_nothing(pytester: pytest.Pytester, monk
     usage.stdout.fnmatch_lines(["*--pulsarlab-topology*", "*--pulsarlab-keep*"])
 
 
+def test_its_entry_point_and_an_explicit_load_do_not_clash(pytester: pytest.Pytester, monkeypatch, tmp_path: Path) -> None:
+    """The ``pytest11`` entry point as pyproject.toml declares it, on a path of its own (the
+    installed pulsarlab may predate it), together with ``-p`` and a conftest's ``pytest_plugins``."""
+    import tomllib
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["pytest11"]
+    info = tmp_path / "site" / "pulsarlab_entry_point-0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pulsarlab-entry-point\nVersion: 0\n")
+    (info / "entry_points.txt").write_text("[pytest11]\n" + "".join(f"{k} = {v}\n" for k, v in declared.items()))
+    monkeypatch.setenv("PYTHONPATH", f"{ROOT}:{tmp_path / 'site'}")
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    pytester.runpytest_subprocess("--help").stdout.fnmatch_lines(["*--pulsarlab-topology*"])
+    pytester.makeconftest('pytest_plugins = ["pulsarlab.pytest_plugin"]\n')
+    pytester.runpytest_subprocess("-p", "pulsarlab.pytest_plugin").assert_outcomes(passed=1)
+
+
 def test_a_bad_topology_fails_the_test_that_asks_not_the_run(pytester: pytest.Pytester, monkeypatch) -> None:
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     pytester.makepyfile("def test_wants(pulsar_cluster):\n    pass\n\ndef test_other():\n    pass\n")
