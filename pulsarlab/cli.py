@@ -72,11 +72,26 @@ def up(
     runtime: Annotated[str, typer.Option(help="local")] = "local",
     state_dir: StateDirOpt = None,
     distribution: Annotated[str | None, typer.Option(help="a pulsar-server-distribution tarball or folder")] = None,
+    apply: Annotated[bool, typer.Option("--apply", help="on a running cluster, fix its differences from the topology")] = False,
 ) -> None:
-    """Start a real Pulsar cluster and wait until a message goes through it."""
-    result, cluster = ops.up(topology, runtime, state_dir, distribution, say=_say)
+    """Start a real Pulsar cluster and wait until a message goes through it.
+
+    On a cluster already running nothing starts and nothing changes: its differences from the
+    topology are listed (fixed only with --apply, or by 'pulsarlab configure').
+    """
+    result, cluster = ops.up(topology, runtime, state_dir, distribution, say=_say, apply=apply)
     if result.already_running:
-        out.print(f"cluster {cluster.topo.name!r} is already running in {cluster.state_dir}; nothing changed")
+        if not result.drift:
+            out.print(f"cluster {cluster.topo.name!r} is already running in {cluster.state_dir}; it matches its topology")
+        elif result.drift_fixed:
+            out.print(f"cluster {cluster.topo.name!r} is already running in {cluster.state_dir}; "
+                      f"fixed {len(result.drift)} difference(s) from its topology")
+        else:
+            out.print(f"cluster {cluster.topo.name!r} is already running in {cluster.state_dir}; nothing changed, but "
+                      f"{len(result.drift)} difference(s) from its topology (fix them with --apply or 'pulsarlab configure'):")
+            for c in result.drift:
+                out.print(f"  {c.cluster} {c.object} {c.field}: {_cell(c.current)} -> {_cell(c.desired)} ({c.action})",
+                          highlight=False, markup=False)
     else:
         out.print(f"cluster {cluster.topo.name!r} ready in {result.seconds:.1f}s ({len(result.started)} nodes started)")
     for c in cluster.topo.clusters:

@@ -69,15 +69,19 @@ def e2e_check(cluster: Deployment) -> None:
 
 
 def up(
-    topology: str, runtime: str = "local", state_dir: Path | None = None, dist: str | None = None, say: Say = _quiet
+    topology: str, runtime: str = "local", state_dir: Path | None = None, dist: str | None = None, say: Say = _quiet,
+    apply: bool = True,
 ) -> tuple[UpResult, Deployment]:
+    """Bring the topology up. On a cluster already running, nothing starts; its differences from
+    the topology are fixed if ``apply``, else only reported (``result.drift``)."""
     _check_runtime(runtime)
     topo = load(topology)
     state_dir = state_dir or STATE_ROOT / topo.name
     cluster = new_deployment(topo, state_dir, runtime, say)
     if all(cluster.alive(n.name) for n in topo.nodes) and ClusterState.load(state_dir) is not None:
         result = cluster.up()  # reports "already running" without touching anything (or refuses another runtime's)
-        configure_cluster(cluster, say=say)  # a no-op when nothing drifted
+        report = configure_cluster(cluster, dry_run=not apply, say=say)
+        result.drift, result.drift_fixed = report.changes, apply
         return result, cluster
     resolved = distribution.resolve(dist)
     say(f"Pulsar {resolved.version} from {resolved.home} (Java {resolved.java.major})")
