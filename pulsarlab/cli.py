@@ -2,36 +2,26 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import signal
 import sys
-import time
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from pulsarlab import ops
-from pulsarlab.cli_errors import EXIT_CODES, reported
+from pulsarlab import cli_tools, ops
+from pulsarlab.cli_common import EXIT_CODES, JsonOpt, StateDirOpt, TopologyOpt, err, out, reported
 from pulsarlab.errors import UsageError
-from pulsarlab.topology import BUILTINS, builtin_descriptions
+from pulsarlab.topology import builtin_descriptions
 
 # plain click errors: a bad option value is one "Error: ..." line under the usage, not a drawn box
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                   help=f"Real Apache Pulsar clusters as code.\n\n{EXIT_CODES}")
 node_app = typer.Typer(no_args_is_help=True, help="Operate one node of the running cluster.")
 app.add_typer(node_app, name="node")
 
-out = Console()
-err = Console(stderr=True)
-
-TopologyOpt = Annotated[str, typer.Option("--topology", "-t", help=f"built-in ({', '.join(BUILTINS)}) or a YAML file")]
-StateDirOpt = Annotated[Path | None, typer.Option("--state-dir", help="default: .pulsarlab/<topology name>")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output")]
 
 
 def _say(msg: str) -> None:
@@ -134,65 +124,6 @@ def down(
         out.print("nothing to stop: no node was running" + (" (data kept)" if keep_data else " (state cleared)"))
     else:
         out.print(f"stopped {len(stopped)} nodes" + (" (data kept)" if keep_data else ""))
-
-
-class EnvFormat(StrEnum):
-    shell = "shell"
-    json = "json"
-    dotenv = "dotenv"
-
-
-@app.command("env")
-@reported
-def env_cmd(
-    cluster: Annotated[str | None, typer.Option(help="cluster PULSAR_SERVICE_URL/_ADMIN_URL name (default: the first)")] = None,
-    fmt: Annotated[EnvFormat, typer.Option("--format", help="shell (for eval), json or dotenv")] = EnvFormat.shell,
-    state_dir: StateDirOpt = None,
-) -> None:
-    """Print the running cluster's URLs as environment variables: eval "$(pulsarlab env)".
-
-    Also writes the Java client's client.conf into the state directory and names it in
-    PULSAR_CLIENT_CONF, which the distribution's bin/pulsar-admin and bin/pulsar-perf read.
-    Exit code: 0, 1 no cluster, 2 usage error (e.g. an unknown --cluster).
-    """
-    from pulsarlab.urls import render
-
-    print(render(ops.env(state_dir, cluster).variables, fmt.value))
-
-
-@app.command("logs")
-@reported
-def logs_cmd(
-    node: Annotated[str | None, typer.Argument(help="node name, e.g. bk1 (or --all)")] = None,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="then print what the node writes until Ctrl-C")] = False,
-    lines: Annotated[int | None, typer.Option("--lines", "-n", min=0, help="at most the last N lines [default: 50]")] = None,
-    all_nodes: Annotated[bool, typer.Option("--all", help="every node's log, each line prefixed with its node")] = False,
-    since: Annotated[float | None, typer.Option(min=0, help="only what the last SECONDS wrote")] = None,
-    follow_for: Annotated[float | None, typer.Option(min=0, help="with -f: stop after SECONDS (default: at Ctrl-C)")] = None,
-    state_dir: StateDirOpt = None,
-) -> None:
-    """Show a node's log, or every node's; -f follows it.
-
-    Exit code: 0, 1 no cluster or no such node, 2 usage error (NODE and --all together, or neither).
-    """
-    from pulsarlab import logs
-
-    if (node is None) == (not all_nodes) or (all_nodes and follow):
-        raise UsageError("give one NODE, or --all (which does not follow)")
-    cluster = ops.open_cluster(state_dir)
-    if all_nodes:
-        for log in logs.all_logs(cluster, lines, since):
-            for text in log.lines:
-                print(f"{log.node} | {text}")
-        return
-    for text in logs.tail(cluster, node, lines, since).lines:
-        print(text)
-    if follow:
-        end = time.monotonic() + follow_for if follow_for is not None else None
-        sys.stdout.flush()
-        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how following ends: exit 0
-            for text in logs.follow(cluster, node, stop=lambda: end is not None and time.monotonic() > end):
-                print(text, flush=True)
 
 
 workload_app = typer.Typer(no_args_is_help=True, help="Drive recorded traffic through the running cluster.")
@@ -404,6 +335,9 @@ def _node_cmd(action: str):
 
 for _action in ("stop", "start", "kill", "pause", "resume"):
     node_app.command(_action)(_node_cmd(_action))
+
+
+cli_tools.register(app)  # env, logs, doctor
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pulsarlab.cli import app
-from pulsarlab.cli_errors import ERROR_LOG
+from pulsarlab.cli_common import ERROR_LOG
 from pulsarlab.runtime import open_deployment
 
 runner = CliRunner()

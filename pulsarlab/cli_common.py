@@ -1,5 +1,6 @@
-"""How every ``pulsarlab`` command fails: one line on stderr (a JSON object on stdout with ``--json``),
-a documented exit code, and never a traceback on the terminal (it goes to a log file named in the line)."""
+"""What every ``pulsarlab`` command shares: its common options, its consoles, and how it fails: one
+line on stderr (a JSON object on stdout with ``--json``), a documented exit code, and never a
+traceback on the terminal (it goes to a log file named in the line)."""
 
 from __future__ import annotations
 
@@ -9,18 +10,25 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from typing import Annotated
 
 import click
 import typer
 from rich.console import Console
 
 from pulsarlab.errors import PulsarlabError
+from pulsarlab.topology import BUILTINS
 
 EXIT_CODES = """Exit codes: 0 success, 1 failure (a pulsarlab error or an unexpected one), 2 usage error
 (a bad option value, a missing file), 130 interrupted."""
 ERROR_LOG = Path(tempfile.gettempdir()) / "pulsarlab-error.log"
 
+out = Console()
 err = Console(stderr=True)
+
+TopologyOpt = Annotated[str, typer.Option("--topology", "-t", help=f"built-in ({', '.join(BUILTINS)}) or a YAML file")]
+StateDirOpt = Annotated[Path | None, typer.Option("--state-dir", help="default: .pulsarlab/<topology name>")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output")]
 
 
 def log_traceback(exc: BaseException) -> Path | None:
