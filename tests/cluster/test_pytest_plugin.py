@@ -13,11 +13,10 @@ from pathlib import Path
 
 import psutil
 import pytest
-import yaml
 
 from pulsarlab import ops
 from pulsarlab.distribution import cache_root
-from pulsarlab.topology import BUILTIN_DIR
+from tests.topology_files import builtin_at
 
 pytest_plugins = ["pytester"]
 
@@ -55,11 +54,8 @@ def test_roundtrip_{n}(pulsar_cluster):
 def project(pytester: pytest.Pytester, cluster_pool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[Path, list[str]]:
     """A user's project; the shared test cluster is taken down first (one cluster at a time on this machine)."""
     cluster_pool.close()
-    data = yaml.safe_load((BUILTIN_DIR / "smoke.yaml").read_text())
     # the range this test run may use (set when running beside another cluster), free once the pool is down
-    data["address_prefix"] = os.environ.get("PULSARLAB_TEST_ADDRESS_PREFIX", "127.0")
-    topo = tmp_path / "smoke-plugin.yaml"
-    topo.write_text(yaml.safe_dump(data))
+    topo = builtin_at("smoke", os.environ.get("PULSARLAB_TEST_ADDRESS_PREFIX", "127.0"), tmp_path)
     state = tmp_path / "state"
     for k, v in CACHED.items():
         monkeypatch.setenv(k, v)

@@ -9,11 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
 from typer.testing import CliRunner
 
 from pulsarlab.cli import app
-from pulsarlab.topology import BUILTIN_DIR
+from tests.topology_files import builtin_at
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,10 +41,7 @@ def test_a_machine_without_a_jdk_maven_or_the_distribution_is_told_what_to_insta
 
 
 def test_a_port_in_use_is_named_with_its_node(tmp_path: Path) -> None:
-    data = yaml.safe_load((BUILTIN_DIR / "smoke.yaml").read_text())
-    data["address_prefix"] = "127.212"
-    topo = tmp_path / "smoke-elsewhere.yaml"
-    topo.write_text(yaml.safe_dump(data))
+    topo = builtin_at("smoke", "127.212", tmp_path)
     with socket.socket() as s:
         s.bind(("127.212.1.1", 2181))  # ZooKeeper's client port
         s.listen()
