@@ -129,7 +129,7 @@ app.add_typer(workload_app, name="workload")
 @reported
 def workload_run(
     out_dir: Annotated[Path, typer.Option("--out", help="history folder for this run (must be new or empty)")],
-    topic: Annotated[str, typer.Option(help="full topic name (default: in the topology's first namespace)")] = "",
+    topic: Annotated[str, typer.Option(help="full topic name (default: pulsarlab-<run> in the topology's first namespace)")] = "",
     partitions: Annotated[int, typer.Option(help="0 = non-partitioned")] = 0,
     producers: int = 1,
     consumers: int = 1,
@@ -166,8 +166,14 @@ def workload_run(
         err.print(f"[yellow]driver:[/] {e.splitlines()[0] if e else e}")
     if result.errors:
         err.print(f"[yellow]{len(result.errors)} driver report(s) in {result.out / 'errors.txt'}[/]")
+    for d in result.failed:
+        err.print(f"[bold red]error:[/] driver {d.name} ({d.mode}) failed: {d.reason}", highlight=False)
     if result.counters.invoked == 0:
         err.print("[bold red]error:[/] no message was sent (see the driver reports above)")
+        raise typer.Exit(1)
+    if result.failed:
+        err.print(f"[bold red]error:[/] {len(result.failed)} driver(s) failed: the history in {result.out} "
+                  "lacks evidence (its verdict will be inconclusive)", highlight=False)
         raise typer.Exit(1)
     out.print(f"history in {result.out} ({result.send_rate:.0f} acked sends/s); check it with: pulsarlab verify {result.out}")
 
@@ -182,13 +188,19 @@ def verify_cmd(
     verdict_out: Annotated[
         Path | None, typer.Option("--out", help="write the verdict here (default: DIR/verdict.json for one folder)")
     ] = None,
+    driver_memory: Annotated[str | None, typer.Option(help="Spark driver heap, e.g. 4g (default: RAM/4, 1g..8g)")] = None,
+    executor_python: Annotated[
+        str | None, typer.Option(help="Python the Spark workers run (default: this one; must exist on every executor host)")
+    ] = None,
 ) -> None:
     """Check histories with PySpark: lost, duplicated, corrupted, unexpected, reordered, never delivered.
 
     Exit code: 0 pass, 1 a forbidden check failed, 3 inconclusive (evidence missing: the reasons
     are printed), 2 usage error.
     """
-    verdict = ops.verify_history(directories, master, expect, verdict_out)
+    verdict = ops.verify_history(
+        directories, master, expect, verdict_out, driver_memory=driver_memory, executor_python=executor_python
+    )
     if as_json:
         print(json.dumps(verdict.to_json(), indent=2))
     else:

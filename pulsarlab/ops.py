@@ -20,6 +20,7 @@ from pulsarlab.runtime.roundtrip import client as pulsar_client
 from pulsarlab.runtime.roundtrip import roundtrip
 from pulsarlab.runtime.state import ClusterState
 from pulsarlab.topology import load, namespace_clusters
+from pulsarlab.workload.manifest import new_run_id
 from pulsarlab.workload.run import Target, Workload, WorkloadConfig, WorkloadResult
 
 STATE_ROOT = Path(".pulsarlab")
@@ -61,7 +62,7 @@ def e2e_check(cluster: LocalCluster) -> None:
     (as in ``sync``), Pulsar has no shared broker left for namespaces without a policy."""
     topo = cluster.topo
     for c in topo.clusters:
-        topic = default_topic(cluster, c.name).replace("pulsarlab-workload", "pulsarlab-ready")
+        topic = default_topic(cluster, c.name, "ready")
         secs = roundtrip(c.name, topo.service_url(c.name), timeout("e2e"), topic=topic)
         cluster.say(f"cluster {c.name}: message produced and consumed on {topic} ({secs:.1f}s)")
 
@@ -165,15 +166,17 @@ def workload_target(cluster: LocalCluster, cluster_name: str | None, region: str
         topo.cluster(name)
     except KeyError:
         raise StateError(f"no cluster {name!r} in topology {topo.name!r}") from None
-    return Target(name, topo.service_url(name), region, {c.name: topo.service_url(c.name) for c in topo.clusters})
+    return Target(name, topo.service_url(name), region, {c.name: topo.service_url(c.name) for c in topo.clusters},
+                  {c.name: topo.web_url(c.name) for c in topo.clusters})
 
 
-def default_topic(cluster: LocalCluster, cluster_name: str) -> str:
-    """A topic in the topology's first namespace on that cluster (``public/default`` may have no
-    broker to own it once isolation policies claim every broker)."""
+def default_topic(cluster: LocalCluster, cluster_name: str, suffix: str) -> str:
+    """``pulsarlab-<suffix>`` in the topology's first namespace on that cluster (``public/default``
+    may have no broker to own it once isolation policies claim every broker); a workload run's
+    suffix is its run id, so each run has a topic of its own."""
     topo = cluster.topo
     ns = next((n.name for n in topo.namespaces if cluster_name in namespace_clusters(topo, n)), "public/default")
-    return f"persistent://{ns}/pulsarlab-workload"
+    return f"persistent://{ns}/pulsarlab-{suffix}"
 
 
 def prepare_topic(cluster: LocalCluster, cluster_name: str, cfg: WorkloadConfig) -> None:
@@ -192,11 +195,12 @@ def workload_run(
     target = workload_target(cluster, cluster_name, region)
     if out.exists() and any(out.iterdir()):
         raise StateError(f"{out} is not empty: every run writes its own history folder")
+    run_id = new_run_id()
     if not cfg.topic:
-        cfg.topic = default_topic(cluster, target.cluster)
+        cfg.topic = default_topic(cluster, target.cluster, run_id)
     prepare_topic(cluster, target.cluster, cfg)
     with audit_subscription(target.service_url, cfg.topic):
-        return Workload(cfg, target, out, cluster.distribution()).run(tick)
+        return Workload(cfg, target, out, cluster.distribution(), run_id).run(tick)
 
 
 @contextlib.contextmanager
@@ -222,7 +226,13 @@ def audit_subscription(service_url: str, topic: str, name: str = "pulsarlab-audi
 
 
 def verify_history(
-    directories: list[Path], master: str | None = None, expectations: Path | None = None, out: Path | None = None
+    directories: list[Path],
+    master: str | None = None,
+    expectations: Path | None = None,
+    out: Path | None = None,
+    *,
+    driver_memory: str | None = None,
+    executor_python: str | None = None,
 ):
     """Run the PySpark verifier over one or several history folders judged as one (Spark is
     imported only here: it is slow to load)."""
@@ -237,4 +247,6 @@ def verify_history(
         expect = Expectations.load(expectations) if expectations else None
     except ValueError as exc:
         raise UsageError(f"expectations file {expectations}: {exc}") from None
-    return verify(directories, master=master, expect=expect, out=out)
+    return verify(
+        directories, master=master, expect=expect, out=out, driver_memory=driver_memory, executor_python=executor_python
+    )

@@ -1,4 +1,4 @@
-"""Render every configuration artifact of a topology from the Jinja templates in ``templates/``.
+"""Render every configuration artifact of a topology from the Jinja templates in ``pulsarlab/templates/``.
 
 The templates hold only what the topology decides. When the distribution's own ``conf/`` is given,
 each rendered file is the shipped file with those keys replaced in place (and the missing ones
@@ -16,7 +16,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from pulsarlab.topology import Node, Role, Topology
 
-TEMPLATES_DIR = Path(os.environ.get("PULSARLAB_TEMPLATES", Path(__file__).resolve().parent.parent / "templates"))
+TEMPLATES_DIR = Path(os.environ.get("PULSARLAB_TEMPLATES", Path(__file__).resolve().parent / "templates"))
 
 CONF_FILE = {Role.ZOOKEEPER: "zookeeper.conf", Role.BOOKIE: "bookkeeper.conf", Role.BROKER: "broker.conf"}
 

@@ -280,6 +280,19 @@ class AdminClient:
         path = f"/admin/v2/{encode_topic(topic)}" + ("/partitions" if partitions else "")
         self.request("PUT", path, body=partitions if partitions else _UNSET, idempotent=True, ok_statuses=(409,))
 
+    def last_message_id(self, topic: str) -> str:
+        """The id of the last message stored in a topic (one partition of a partitioned topic), as
+        ``(ledger,entry,partition,batch)`` text; entry -1 when the topic holds no message. For a
+        batched last entry the batch index is that of the batch's last message."""
+        data = self.get_json(f"/admin/v2/{encode_topic(topic)}/lastMessageId") or {}
+        try:
+            fields = [int(data[k]) for k in ("ledgerId", "entryId")]
+        except (KeyError, TypeError, ValueError):
+            raise AdminError("GET", f"{self.base_url}/admin/v2/{encode_topic(topic)}/lastMessageId", 200,
+                             f"no message id in the answer: {str(data)[:200]}") from None
+        fields += [int(data.get("partitionIndex", -1)), int(data.get("batchIndex", -1))]
+        return "({})".format(",".join(map(str, fields)))
+
     def set_deduplication(self, namespace: str, enabled: bool) -> None:
         self.request("POST", f"/admin/v2/namespaces/{namespace}/deduplication", body=enabled, idempotent=True)
 

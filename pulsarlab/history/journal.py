@@ -1,29 +1,44 @@
 """The workload driver's binary journal, and its conversion to a Parquet history part.
 
-The driver (``java/Driver.java``) appends one fixed 80-byte little-endian record per event to
+The driver (``pulsarlab/workload/java/Driver.java``) appends one fixed 80-byte little-endian record per event to
 ``<part>.events`` and every string those records refer to, once, to ``<part>.strings`` (a 4-byte
 length, then UTF-8 bytes; a string's id is its position, ``-1`` is null). Both are written out
 every half second, strings first. ``<part>.meta.json``, written before the driver starts, holds
 the columns every row of the part shares (producer, topic, cluster, region, consumer,
-subscription).
+subscription, node, run).
 
 Record layout (byte offset: field):
 
 ====  ==========  ===========================================================
-0     u8          kind: 1 invoke, 2 ok, 3 fail, 4 info, 5 receive, 6 ack, 7 nack, 8 read
+0     u8          kind (below)
 1     u8          flags: 1 seq, 2 message id, 4 publish_ts, 8 crc, 16 read_index, 32 redelivery
-4     i32         key (string id)
+4     i32         key (string id); on scan: end_message_id (string id)
 8     i64         ts, ns since the epoch
 16    i64         seq
 24    i64, i64    message id: ledger, entry
 40    i32, i32    message id: partition, batch index
 48    i32         producer (string id; -1: the part's own producer)
-52    i32         error (string id) on fail/info, redelivery count on receive
+52    i32         aux: error (string id) on send fail/info, ack fail and scan; redelivery count on receive
 56    u32         CRC-32 of the payload
 60    i32         topic (string id; -1: the part's own topic)
 64    i64         publish_ts
-72    i64         read_index
+72    i64         read_index; on scan: how many messages the scan read
 ====  ==========  ===========================================================
+
+Kinds and the rows they become (``op``/``type``):
+
+====  ==================  ======================================================================
+1-4   send                invoke, ok, fail, info
+5     receive
+6     ack / ok            the acknowledgement's receipt arrived
+7     nack
+8     read
+9     ack / fail          the acknowledgement failed; aux is the error
+10    subscribe           topic is the subscribed topic; no message id
+11    scan                one per partition scanned: read_index = messages read, message id = the
+                          last one read (flag 2 unset: none), key slot = end_message_id (-1:
+                          unknown), aux = why the scan stopped early (-1: it reached the end)
+====  ==================  ======================================================================
 
 A process killed mid-write leaves a partial last record (dropped here) and never a record whose
 strings are missing.
@@ -71,9 +86,10 @@ RECORD: Final = np.dtype(
 assert RECORD.itemsize == 80
 
 HAS_SEQ, HAS_ID, HAS_PUBLISH_TS, HAS_CRC, HAS_READ_INDEX, HAS_REDELIVERY = 1, 2, 4, 8, 16, 32
-KIND_OP: Final = [None, "send", "send", "send", "send", "receive", "ack", "nack", "read"]
-KIND_TYPE: Final = [None, "invoke", "ok", "fail", "info", None, None, None, None]
-CONSTANT_COLUMNS: Final = ("producer", "topic", "cluster", "region", "consumer", "subscription", "node")
+ACK_FAIL, SUBSCRIBE, SCAN = 9, 10, 11
+KIND_OP: Final = [None, "send", "send", "send", "send", "receive", "ack", "nack", "read", "ack", "subscribe", "scan"]
+KIND_TYPE: Final = [None, "invoke", "ok", "fail", "info", None, "ok", None, None, "fail", None, None]
+CONSTANT_COLUMNS: Final = ("producer", "topic", "cluster", "region", "consumer", "subscription", "node", "run")
 _HEX_BYTES: Final = pa.array([f"{i:02x}" for i in range(256)])
 
 
@@ -106,7 +122,7 @@ def read_events(base: Path) -> pa.Table:
     constants: dict[str, str | None] = meta.get("constants", {})
     data = events.read_bytes() if events.exists() else b""
     r = np.frombuffer(data, RECORD, count=len(data) // RECORD.itemsize)
-    r = r[(r["kind"] >= 1) & (r["kind"] <= 8)]  # a copy: every field below is a strided view of it
+    r = r[(r["kind"] >= 1) & (r["kind"] < len(KIND_OP))]  # a copy: every field below is a strided view of it
     strings = pa.array(read_strings(Path(f"{base}{STRINGS_SUFFIX}")), pa.string())
     kind, flags = pa.array(r["kind"]).cast(pa.int32()), r["flags"]
     n = len(r)
@@ -123,14 +139,15 @@ def read_events(base: Path) -> pa.Table:
     def flagged(field: str, flag: int, kind_type: pa.DataType | None = None) -> pa.Array:
         return pa.array(r[field], mask=(flags & flag) == 0).cast(kind_type or pa.int64())
 
-    failed = (r["kind"] == 3) | (r["kind"] == 4)
+    failed = np.isin(r["kind"], (3, 4, ACK_FAIL, SCAN))
+    scan = r["kind"] == SCAN
     has_id = (flags & HAS_ID) != 0
     columns = {
         "op": pc.take(pa.array(KIND_OP, pa.string()), kind),
         "type": pc.take(pa.array(KIND_TYPE, pa.string()), kind),
         "producer": text("producer", constants.get("producer")),
         "seq": flagged("seq", HAS_SEQ),
-        "key": ids("key"),
+        "key": ids("key", ~scan),
         "payload_hash": _hex32(pa.array(r["crc"], mask=(flags & HAS_CRC) == 0)),
         "message_id": _message_ids(r, has_id),
         "topic": text("topic", constants.get("topic")),
@@ -139,8 +156,9 @@ def read_events(base: Path) -> pa.Table:
         "publish_ts": flagged("publish_ts", HAS_PUBLISH_TS),
         "read_index": flagged("read_index", HAS_READ_INDEX),
         "error": ids("aux", failed),
+        "end_message_id": ids("key", scan),
     }
-    for name in ("consumer", "subscription", "cluster", "region", "node"):
+    for name in ("consumer", "subscription", "cluster", "region", "node", "run"):
         value = constants.get(name)
         if value is not None:
             columns[name] = pa.repeat(pa.scalar(value, pa.string()), n)

@@ -75,8 +75,12 @@ def verify(
     master: str | None = None,
     expect: Expectations | None = None,
     out: str | Path | None = None,
+    *,
+    driver_memory: str | None = None,
+    executor_python: str | None = None,
 ) -> Verdict:
-    """Check one run's history, or several judged as one, and write the verdict.
+    """Check one run's history, or several judged as one, and write the verdict (Spark settings:
+    :func:`spark_session`).
 
     The verdict goes to ``out`` if given, else to ``verdict.json`` in the one directory (several
     directories and no ``out``: it is only returned).
@@ -89,7 +93,7 @@ def verify(
         if not d.is_dir():
             raise FileNotFoundError(f"no history directory: {d}")
         recover_journals(d)
-    spark = spark_session(master)
+    spark = spark_session(master, driver_memory=driver_memory, executor_python=executor_python)
     verdict = _Job(spark, dirs, expect or Expectations()).run()
     verdict.seconds = time.monotonic() - started
     target = Path(out) if out is not None else (dirs[0] / VERDICT_FILE if len(dirs) == 1 else None)

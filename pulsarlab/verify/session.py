@@ -3,39 +3,74 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+import psutil
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
+GIB = 1 << 30
+
+
+def default_driver_memory(total_bytes: int | None = None) -> str:
+    """A quarter of the machine's memory, between 1 and 8 GiB, as a Spark size (``"6g"``)."""
+    total = psutil.virtual_memory().total if total_bytes is None else total_bytes
+    return f"{min(8, max(1, total // 4 // GIB))}g"
+
+
+def _on_loopback(master: str) -> bool:
+    """Local mode, or a cluster master on this machine's loopback (``spark://127.0.0.1:7077``)."""
+    if master.startswith("local"):
+        return True
+    host = urlsplit(master).hostname or ""
+    return host == "localhost" or host.startswith("127.")
 
 
 def spark_session(
     master: str | None = None,
     *,
     shuffle_partitions: int | None = None,
-    driver_memory: str = "6g",
+    driver_memory: str | None = None,
+    executor_python: str | None = None,
     app_name: str = "pulsarlab-verify",
 ) -> SparkSession:
     """Get (or create) a quiet Spark session sized for a small machine.
 
-    ``shuffle_partitions`` defaults to twice the local cores (the job raises it for big histories).
+    ``shuffle_partitions`` defaults to twice the local cores (the job raises it for big histories);
+    ``driver_memory`` to :func:`default_driver_memory`. Python workers run ``executor_python``,
+    by default this very interpreter (not whatever ``python3`` is on PATH, which may lack pyarrow);
+    on a cluster the path must exist on every executor's host.
 
-    An already running session is reused as it is (tests share one); ``master`` and the memory
-    setting only apply when a new JVM is started.
+    An already running session is reused when ``master`` is not given or is its master; one with
+    another master is stopped first (a new master never silently runs on the old one). The memory
+    setting only applies when a new JVM is started.
     """
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    active = SparkSession.getActiveSession()
-    if active is not None and (master is None or active.sparkContext.master == master):
-        return active
-    if (master or DEFAULT_MASTER).startswith("local"):
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no hostname lookup warning
+    python = executor_python or sys.executable
+    running = SparkContext._active_spark_context
+    if running is not None:
+        if master is None or running.master == master:
+            running.pythonExec = python  # read whenever a Python function is shipped to the workers
+            return SparkSession.builder.getOrCreate()
+        active = SparkSession.getActiveSession()
+        (active or running).stop()
+    if _on_loopback(master or DEFAULT_MASTER):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no hostname lookup; executors reach the driver there
+    # The Python side reads PYSPARK_PYTHON when the context starts and sends that path with every
+    # Python function; the spark.pyspark.* settings only matter to spark-submit, set for the record.
+    os.environ["PYSPARK_PYTHON"] = python
     builder = (
         SparkSession.builder.master(master or DEFAULT_MASTER)
         .appName(app_name)
-        .config("spark.driver.memory", driver_memory)
+        .config("spark.driver.memory", driver_memory or default_driver_memory())
+        .config("spark.pyspark.python", python)
+        .config("spark.pyspark.driver.python", sys.executable)
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions or 2 * (os.cpu_count() or 1)))
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.serializer", "org.apache.spark.serializer.KryoSerializer")

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -23,6 +24,7 @@ from typing import Any
 from pulsarlab.errors import DistributionError
 from pulsarlab.history.journal import write_meta
 from pulsarlab.runtime.distribution import Distribution, cache_root, file_lock
+from pulsarlab.workload.manifest import DriverOutcome
 
 SOURCE = Path(__file__).with_name("java") / "Driver.java"
 MAIN_CLASS = "pulsarlab.driver.Driver"
@@ -96,6 +98,7 @@ class DriverProcess:
     errors: list[str] = field(default_factory=list)
     ready: threading.Event = field(default_factory=threading.Event)
     finished_at: float = 0.0  # monotonic time a producer's last outcome arrived
+    failure: str | None = None  # why the driver failed (the first reason found), None while it has not
     _proc: subprocess.Popen | None = None
     _reader: threading.Thread | None = None
 
@@ -167,6 +170,25 @@ class DriverProcess:
             self._proc.wait()
         if self._reader is not None:
             self._reader.join(timeout=5)
+
+    def fail(self, reason: str) -> None:
+        """Record that the driver failed; the first reason is the one kept."""
+        self.failure = self.failure or reason
+
+    def judge_exit(self) -> None:
+        """Once the process is gone: a signal or a non-zero exit code is a failure. Warnings it
+        printed (``@error``) while exiting 0 are not."""
+        code = self.exitcode
+        if code is not None and code < 0:
+            try:
+                self.fail(f"died by signal {signal.Signals(-code).name}")
+            except ValueError:
+                self.fail(f"died by signal {-code}")
+        elif code:
+            self.fail(f"exit code {code}" + (f": {self.errors[-1]}" if self.errors else ""))
+
+    def outcome(self) -> DriverOutcome:
+        return DriverOutcome(self.name, self.mode, self.part, self.exitcode, self.failure is not None, self.failure)
 
     def log_tail(self, lines: int = 20) -> str:
         try:

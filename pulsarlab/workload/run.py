@@ -7,7 +7,12 @@ Parquet parts.
 
 Each message carries a small header ``<producer>:<seq>:<publish ns>:`` ahead of its padding, so a
 consumer or reader knows what it got without a lookup, and the verifier can join sends,
-deliveries and the storage view on (producer, seq).
+deliveries and the storage view on (producer, seq). Producer names carry the run id
+(``<run>-p<i>``), so two runs on one topic never share a message.
+
+Before the storage read-back, the admin API of each read cluster is asked for the last message id
+of every partition: each reader scans to that position and says in a ``scan`` row whether it got
+there. The manifest ``_run.json`` records the run and how each driver ended.
 """
 
 from __future__ import annotations
@@ -17,9 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pulsarlab.admin.client import AdminClient, AdminError
 from pulsarlab.history.journal import journal_to_parquet
 from pulsarlab.runtime.distribution import Distribution
 from pulsarlab.workload.driver import DriverProcess, driver_classes
+from pulsarlab.workload.manifest import DriverOutcome, Manifest, new_run_id
 
 SUB_TYPES = ("exclusive", "failover", "shared", "key_shared")
 READY_TIMEOUT = 120.0
@@ -27,12 +34,14 @@ READY_TIMEOUT = 120.0
 
 @dataclass
 class Target:
-    """Where a workload connects: one cluster's service URL, plus every cluster to read back."""
+    """Where a workload connects: one cluster's service URL, plus every cluster to read back (its
+    service URL in ``read_clusters``, its brokers' web URLs, comma-separated, in ``read_admin_urls``)."""
 
     cluster: str
     service_url: str
     region: str | None = None
     read_clusters: dict[str, str] = field(default_factory=dict)
+    read_admin_urls: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -52,6 +61,7 @@ class WorkloadConfig:
     drain_seconds: float = 5.0
     send_timeout_ms: int = 30_000
     max_pending: int = 1000
+    max_pending_acks: int = 1000  # per consumer: acknowledgements awaiting their receipt
 
     def __post_init__(self) -> None:
         if self.subscription_type not in SUB_TYPES:
@@ -87,47 +97,75 @@ class WorkloadResult:
     seconds: float
     send_rate: float
     errors: list[str] = field(default_factory=list)  # what the drivers reported, also in errors.txt
+    failed: list[DriverOutcome] = field(default_factory=list)  # drivers that failed: the verdict is inconclusive
+    run: str = ""
 
 
 class Workload:
     """One run: producers and consumers in driver processes of their own, then a read-back of storage on every cluster."""
 
-    def __init__(self, config: WorkloadConfig, target: Target, out: Path, dist: Distribution):
+    def __init__(self, config: WorkloadConfig, target: Target, out: Path, dist: Distribution, run_id: str | None = None):
         self.cfg = config
         self.target = target
         self.out = out
         self.dist = dist
+        self.run_id = run_id or new_run_id()
         self.counters = Counters()
         self._errors: list[str] = []
+        self._drivers: list[DriverProcess] = []
+        self.manifest = Manifest(self.run_id, config.topic, config.partitions, target.cluster, list(self._read_clusters()),
+                                 config.subscription)
 
     # ----- the processes ---------------------------------------------------------------------
     def _producer(self, i: int) -> DriverProcess:
         cfg, t = self.cfg, self.target
+        name = f"{self.run_id}-p{i}"  # in the history, in each message's header and as the Pulsar producer name
         config = {
-            "service_url": t.service_url, "topic": cfg.topic, "producer_name": f"pulsarlab-{self.out.name}-p{i}",
+            "service_url": t.service_url, "topic": cfg.topic, "producer_name": name,
             "message_size": cfg.message_size, "rate": cfg.rate / cfg.producers, "batching": cfg.batching,
             "send_timeout_ms": cfg.send_timeout_ms, "max_pending": cfg.max_pending, "keys": cfg.keys, "seed": i,
         }
-        constants = {"producer": f"p{i}", "topic": cfg.topic, "cluster": t.cluster, "region": t.region}
+        constants = {"producer": name, "topic": cfg.topic, "cluster": t.cluster, "region": t.region, "run": self.run_id}
         return DriverProcess(f"p{i}", "produce", self.out, f"producer-p{i}", config, constants)
 
     def _consumer(self, i: int) -> DriverProcess:
         cfg, t = self.cfg, self.target
         config = {"service_url": t.service_url, "topic": cfg.topic, "subscription": cfg.subscription,
-                  "subscription_type": cfg.subscription_type, "drain_seconds": cfg.drain_seconds}
-        constants = {"consumer": f"c{i}", "subscription": cfg.subscription, "cluster": t.cluster, "region": t.region}
+                  "subscription_type": cfg.subscription_type, "drain_seconds": cfg.drain_seconds,
+                  "max_pending_acks": cfg.max_pending_acks}
+        constants = {"consumer": f"c{i}", "subscription": cfg.subscription, "cluster": t.cluster, "region": t.region,
+                     "run": self.run_id}
         return DriverProcess(f"c{i}", "consume", self.out, f"consumer-c{i}", config, constants)
 
     def _reader(self, cluster: str, service_url: str, idle_timeout: float) -> DriverProcess:
+        config = {"service_url": service_url, "partitions": self.end_positions(cluster), "cluster": cluster,
+                  "idle_timeout": idle_timeout}
+        return DriverProcess(f"read-{cluster}", "read", self.out, f"read-{cluster}", config,
+                             {"cluster": cluster, "run": self.run_id})
+
+    def end_positions(self, cluster: str) -> list[dict[str, str | None]]:
+        """Each partition to scan on ``cluster`` with its last message id (``end``), asked of the
+        cluster's admin API now, or why that failed (``end_error``)."""
         topics = [f"{self.cfg.topic}-partition-{i}" for i in range(self.cfg.partitions)] or [self.cfg.topic]
-        config = {"service_url": service_url, "topics": topics, "cluster": cluster, "idle_timeout": idle_timeout}
-        return DriverProcess(f"read-{cluster}", "read", self.out, f"read-{cluster}", config, {"cluster": cluster})
+        urls = [u for u in self.target.read_admin_urls.get(cluster, "").split(",") if u]
+        plan: list[dict[str, str | None]] = []
+        for topic in topics:
+            end, error = None, f"no admin URL for cluster {cluster}"
+            for url in urls:  # the first broker that answers (some may be down after a fault)
+                try:
+                    end, error = AdminClient(url, retries=1).last_message_id(topic), None
+                    break
+                except AdminError as exc:
+                    error = str(exc)
+            plan.append({"topic": topic, "end": end, "end_error": error})
+        return plan
 
     # ----- the run ---------------------------------------------------------------------------
     def run(self, tick: Callable[[Counters], None] | None = None, read_idle_timeout: float = 60.0) -> WorkloadResult:
         """Consumers subscribe, producers start together and send for ``duration``, consumers drain,
         then storage is read back from the earliest position on every cluster."""
         self.out.mkdir(parents=True, exist_ok=True)
+        self._write_manifest()
         classes = driver_classes(self.dist)
         consumers = [self._consumer(i) for i in range(self.cfg.consumers)]
         producers = [self._producer(i) for i in range(self.cfg.producers)]
@@ -139,6 +177,8 @@ class Workload:
                 for d in group:
                     d.start(self.dist, classes)
                     started.append(d)
+                    self._drivers.append(d)
+                self._write_manifest()
                 self._await_ready(group)
             p0 = time.monotonic()
             deadline_ms = time.time_ns() // 1_000_000 + int(self.cfg.duration * 1000)
@@ -156,13 +196,23 @@ class Workload:
         try:
             for d in readers:
                 d.start(self.dist, classes)
+                self._drivers.append(d)
+            self._write_manifest()
+            self._await_ready(readers)
             self._follow(readers, [*started, *readers], tick)
         finally:
-            self._finish(readers, grace=30)
+            self._finish(readers, grace=read_idle_timeout + 60)
         if self._errors:
             (self.out / "errors.txt").write_text("\n".join(self._errors) + "\n")
+        self.manifest.ended_ts, self.manifest.finished = time.time_ns(), True
+        self._write_manifest()
         rate = self.counters.acked / max(send_seconds, 1e-9)
-        return WorkloadResult(self.out, self.counters, time.monotonic() - t0, rate, list(self._errors))
+        failed = [d for d in self.manifest.drivers if d.failed]
+        return WorkloadResult(self.out, self.counters, time.monotonic() - t0, rate, list(self._errors), failed, self.run_id)
+
+    def _write_manifest(self) -> None:
+        self.manifest.drivers = [d.outcome() for d in self._drivers]
+        self.manifest.write(self.out)
 
     def _read_clusters(self) -> dict[str, str]:
         return self.target.read_clusters or {self.target.cluster: self.target.service_url}
@@ -175,6 +225,7 @@ class Workload:
                 pass
             if not d.ready.is_set():
                 why = f"exited with {d.exitcode}" if not d.alive else f"not ready after {timeout:.0f} s"
+                d.fail(why + " before it was ready" if not d.alive else why)
                 self._errors.append(f"{d.name}: {why}; log tail:\n{d.log_tail()}")
 
     def _follow(self, group: list[DriverProcess], every: list[DriverProcess], tick: Callable[[Counters], None] | None) -> None:
@@ -189,16 +240,18 @@ class Workload:
             tick(self.counters)
 
     def _finish(self, group: list[DriverProcess], grace: float) -> None:
-        """Stop what is still running (killing a stuck driver), record errors and exit codes, and
-        turn every journal into its Parquet part."""
+        """Stop what is still running (killing a stuck driver), record errors, exit codes and
+        failures, and turn every journal into its Parquet part."""
         for d in group:
             if d.alive:
                 d.tell("stop")
         for d in group:
             if not d.wait(grace):
                 self._errors.append(f"{d.name}: did not finish; killed")
+                d.fail(f"did not finish within {grace:.0f} s of being told to stop; killed")
                 d.kill()
             self._errors.extend(d.errors)
+            d.judge_exit()
             if d.exitcode:
                 self._errors.append(f"{d.name}: exit code {d.exitcode}; log tail:\n{d.log_tail()}")
             base = self.out / d.part

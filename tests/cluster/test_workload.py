@@ -1,37 +1,91 @@
-"""A real workload on the smoke cluster leaves a history the verifier finds clean."""
+"""A real workload on the smoke cluster leaves a history the verifier finds clean, with the evidence
+that makes its verdict trustworthy: a manifest, subscribe rows, ack outcomes and complete scans."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
+import threading
 import time
 from pathlib import Path
 
+import psutil
+import pyarrow as pa
 import pyarrow.compute as pc
 from typer.testing import CliRunner
 
+from pulsarlab import ops
 from pulsarlab.cli import app
 from pulsarlab.history import read_history
 from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.workload.driver import DriverProcess, driver_classes
+from pulsarlab.workload.manifest import read_manifest
+from pulsarlab.workload.run import WorkloadConfig
 
 runner = CliRunner()
+RUN_ID = re.compile(r"r\d{8}-\d{6}-[0-9a-f]{4}")
+
+
+def rows(history: pa.Table, op: str) -> list[dict]:
+    return history.filter(pc.equal(history.column("op"), op)).to_pylist()
+
+
+def ledger_entry(message_id: str) -> tuple[int, int]:
+    ledger, entry, *_ = (int(x) for x in message_id.strip("()").split(","))
+    return ledger, entry
+
+
+def complete(scan: dict) -> bool:
+    """The documented rule: no error, a known end, and an empty partition or a last id at or past the end."""
+    if scan["error"] is not None or scan["end_message_id"] is None:
+        return False
+    end = ledger_entry(scan["end_message_id"])
+    return end[1] == -1 or (scan["message_id"] is not None and ledger_entry(scan["message_id"]) >= end)
 
 
 def test_workload_history_verifies_clean(smoke: LocalCluster, tmp_path: Path) -> None:
+    """No --topic: the run gets a topic of its own; every row, producer name and driver is accounted for."""
     out = tmp_path / "run"
     result = runner.invoke(app, [
-        "workload", "run", "--out", str(out), "--state-dir", str(smoke.state_dir),
-        "--topic", "persistent://smoke/test/wl-clean", "--partitions", "2",
+        "workload", "run", "--out", str(out), "--state-dir", str(smoke.state_dir), "--partitions", "2",
         "--producers", "2", "--consumers", "2", "--subscription-type", "key_shared",
         "--rate", "400", "--duration", "4", "--keys", "20",
     ])
     assert result.exit_code == 0, result.output
+    manifest = read_manifest(out)
+    assert manifest is not None and manifest.finished and manifest.ended_ts >= manifest.started_ts
+    run = manifest.run
+    assert RUN_ID.fullmatch(run)
+    assert manifest.topic.endswith(f"/pulsarlab-{run}") and manifest.partitions == 2
+    assert (manifest.cluster, manifest.read_clusters, manifest.subscription) == ("smoke", ["smoke"], "pulsarlab")
+    assert sorted(d.name for d in manifest.drivers) == ["c0", "c1", "p0", "p1", "read-smoke"]
+    assert [(d.name, d.reason) for d in manifest.drivers if d.failed or d.exit_code != 0] == []
+
     history = read_history(out)
-    ops = history.column("op")
-    sends_ok = pc.sum(pc.and_(pc.equal(ops, "send"), pc.equal(history.column("type"), "ok"))).as_py()
+    assert set(history.column("run").to_pylist()) == {run}
+    sends = rows(history, "send")
+    sends_ok = sum(r["type"] == "ok" for r in sends)
     assert sends_ok > 1000
-    assert pc.sum(pc.equal(ops, "read")).as_py() == sends_ok
-    assert pc.sum(pc.equal(ops, "receive")).as_py() >= sends_ok
+    producers = {f"{run}-p0", f"{run}-p1"}
+    assert {r["producer"] for r in sends} == producers
+    reads, receives, acks = rows(history, "read"), rows(history, "receive"), rows(history, "ack")
+    assert len(reads) == sends_ok and {r["producer"] for r in reads} == producers  # the payload header names them too
+    assert len(receives) >= sends_ok and {r["producer"] for r in receives} == producers
+    assert len(acks) == len(receives) and {r["type"] for r in acks} == {"ok"}
+
+    subscribes = rows(history, "subscribe")
+    assert sorted(r["consumer"] for r in subscribes) == ["c0", "c1"]
+    assert {(r["topic"], r["subscription"], r["cluster"]) for r in subscribes} == {(manifest.topic, "pulsarlab", "smoke")}
+    assert max(r["ts"] for r in subscribes) < min(r["ts"] for r in sends)
+
+    scans = rows(history, "scan")
+    partitions = [f"{manifest.topic}-partition-{i}" for i in range(2)]
+    assert sorted(r["topic"] for r in scans) == partitions
+    for scan in scans:
+        assert complete(scan), scan
+        assert scan["read_index"] == sum(r["topic"] == scan["topic"] for r in reads) > 0
 
     result = runner.invoke(app, ["verify", str(out), "--json"])
     assert result.exit_code == 0, result.output
@@ -50,7 +104,8 @@ def test_a_killed_producer_keeps_what_it_had_recorded(smoke: LocalCluster, tmp_p
     topic = "persistent://smoke/test/wl-killed"
     config = {"service_url": smoke.topo.service_url("smoke"), "topic": topic, "producer_name": "killed-p0", "rate": 2000,
               "message_size": 100, "keys": 10}
-    d = DriverProcess("p0", "produce", tmp_path, "producer-p0", config, {"producer": "p0", "topic": topic, "cluster": "smoke"})
+    constants = {"producer": "killed-p0", "topic": topic, "cluster": "smoke"}
+    d = DriverProcess("p0", "produce", tmp_path, "producer-p0", config, constants)
     d.start(dist, driver_classes(dist))
     try:
         assert d.ready.wait(60), d.log_tail()
@@ -70,3 +125,64 @@ def test_a_killed_producer_keeps_what_it_had_recorded(smoke: LocalCluster, tmp_p
     assert set(ok.column("seq").to_pylist()) <= set(invoked)
     assert ok.column("message_id").null_count == 0
     assert not list(tmp_path.glob("*.events"))
+
+
+def kill_reader_mid_scan(out: Path, killed: list[int], timeout: float = 300) -> None:
+    """SIGKILL the reader driver of the run writing ``out`` (found by its config file) once its journal
+    shows it reading."""
+    config, journal = str(out / "_driver-read-smoke.json"), out / "read-smoke.events"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if journal.exists() and journal.stat().st_size >= 80:
+            for proc in psutil.process_iter(["pid", "cmdline"]):
+                if config in (proc.info["cmdline"] or []):
+                    os.kill(proc.info["pid"], signal.SIGKILL)
+                    killed.append(proc.info["pid"])
+                    return
+        time.sleep(0.02)
+
+
+def test_runs_share_a_topic_without_sharing_producers_and_a_killed_reader_fails_the_run(
+    smoke: LocalCluster, tmp_path: Path
+) -> None:
+    """A first run fills two partitions; a second run on the same topic must scan all of it, and its
+    reader is SIGKILLed mid-scan: no complete scan is claimed for what it did not read, and
+    ``workload run`` names the failed driver and exits 1."""
+    topic = "persistent://smoke/test/wl-shared"
+    # enough messages that the second run's reader needs seconds to scan them (about 20,000/s here)
+    first = ops.workload_run(smoke.state_dir, WorkloadConfig(topic, partitions=2, producers=2, consumers=0, rate=0,
+                                                            duration=2, message_size=64), tmp_path / "first")
+    assert first.failed == [] and first.counters.acked > 20_000, first
+
+    out = tmp_path / "second"
+    killed: list[int] = []
+    killer = threading.Thread(target=kill_reader_mid_scan, args=(out, killed), daemon=True)
+    killer.start()
+    result = runner.invoke(app, [
+        "workload", "run", "--out", str(out), "--state-dir", str(smoke.state_dir), "--topic", topic, "--partitions", "2",
+        "--consumers", "0", "--rate", "200", "--duration", "1",
+    ])
+    killer.join(timeout=10)
+    assert killed, "the reader driver was never seen reading"
+    assert result.exit_code == 1, result.output
+    assert "driver read-smoke (read) failed: died by signal SIGKILL" in result.stderr
+
+    manifest = read_manifest(out)
+    assert manifest is not None and manifest.finished and manifest.run != first.run
+    reader = next(d for d in manifest.drivers if d.name == "read-smoke")
+    assert (reader.failed, reader.exit_code, reader.reason) == (True, -signal.SIGKILL, "died by signal SIGKILL")
+    assert [d.name for d in manifest.drivers if d.failed] == ["read-smoke"]
+
+    history = read_history(out)
+    second_producers = {r["producer"] for r in rows(history, "send")}
+    first_producers = {r["producer"] for r in rows(read_history(tmp_path / "first"), "send")}
+    assert second_producers == {f"{manifest.run}-p0"} and first_producers == {f"{first.run}-p0", f"{first.run}-p1"}
+    reads = rows(history, "read")
+    assert reads, "the killed reader's journal is salvaged"
+    assert {r["producer"] for r in reads} <= first_producers | second_producers
+    stored = first.counters.acked + sum(r["type"] == "ok" for r in rows(history, "send"))
+    assert len(reads) < stored  # killed mid-scan: it did not read everything
+    scans = rows(history, "scan")
+    complete_scans = {r["topic"] for r in scans if complete(r)}
+    print(f"reader killed after {len(reads)} of {stored} messages; scans: {[(r['topic'], r['read_index']) for r in scans]}")
+    assert len(complete_scans) < 2, complete_scans

@@ -77,3 +77,16 @@ def test_a_workload_whose_drivers_sent_nothing_fails_and_says_why(tmp_path: Path
     result = runner.invoke(app, ["workload", "run", "--out", str(tmp_path / "run"), "--duration", "1"])
     assert result.exit_code == 1
     assert "p0: exited with 1" in result.output and "no message was sent" in result.output
+
+
+def test_a_workload_with_a_failed_driver_exits_non_zero_naming_it(tmp_path: Path, monkeypatch) -> None:
+    from pulsarlab import ops
+    from pulsarlab.workload.manifest import DriverOutcome
+    from pulsarlab.workload.run import Counters, WorkloadResult
+
+    failed = [DriverOutcome("read-smoke", "read", "read-smoke", -9, True, "died by signal SIGKILL")]
+    result = WorkloadResult(tmp_path, Counters(invoked=10, acked=10), 1.0, 10.0, [], failed, "r20260101-000000-abcd")
+    monkeypatch.setattr(ops, "workload_run", lambda *a, **k: result)
+    outcome = runner.invoke(app, ["workload", "run", "--out", str(tmp_path / "run"), "--duration", "1"])
+    assert outcome.exit_code == 1
+    assert "driver read-smoke (read) failed: died by signal SIGKILL" in outcome.stderr

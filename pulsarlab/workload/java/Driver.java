@@ -18,6 +18,7 @@ import java.util.HashMap;
 import java.util.Map;
 import java.util.Random;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.zip.CRC32;
@@ -45,10 +46,11 @@ import org.apache.pulsar.client.api.TypedMessageBuilder;
  * {@code @counts ...} every 100 ms, {@code @error <text>}, {@code @finished} (a producer's last outcome
  * arrived) and {@code @exit}. End of stdin means the parent is gone: stop.
  *
- * <p>The journal layout is described in {@code pulsarlab/workload/journal.py}, which reads it.
+ * <p>The journal layout is described in {@code pulsarlab/history/journal.py}, which reads it.
  */
 public final class Driver {
-    static final byte INVOKE = 1, OK = 2, FAIL = 3, INFO = 4, RECEIVE = 5, ACK = 6, NACK = 7, READ = 8;
+    static final byte INVOKE = 1, OK = 2, FAIL = 3, INFO = 4, RECEIVE = 5, ACK = 6, NACK = 7, READ = 8, ACK_FAIL = 9,
+            SUBSCRIBE = 10, SCAN = 11;
     static final int HAS_SEQ = 1, HAS_ID = 2, HAS_PUBLISH_TS = 4, HAS_CRC = 8, HAS_READ_INDEX = 16, HAS_REDELIVERY = 32;
     static final int KEY_CYCLE = 1 << 12;
 
@@ -184,13 +186,14 @@ public final class Driver {
 
     void produce(PulsarClient client, Journal journal) throws Exception {
         String name = cfg.path("name").asText();
+        String producerName = cfg.path("producer_name").asText(); // the history's producer, the header's and Pulsar's
         int size = cfg.path("message_size").asInt(256);
         double rate = cfg.path("rate").asDouble(0);
         boolean batching = cfg.path("batching").asBoolean(true);
         int sendTimeoutMs = cfg.path("send_timeout_ms").asInt(30_000);
         ProducerBuilder<byte[]> pb = client.newProducer()
                 .topic(cfg.path("topic").asText())
-                .producerName(cfg.path("producer_name").asText())
+                .producerName(producerName)
                 .enableBatching(batching)
                 .blockIfQueueFull(true)
                 .sendTimeout(sendTimeoutMs, TimeUnit.MILLISECONDS)
@@ -209,7 +212,7 @@ public final class Driver {
             keys[i] = "k" + rng.nextInt(keyCount);
             keyIds[i] = journal.id(keys[i]);
         }
-        byte[] prefix = (name + ":").getBytes(StandardCharsets.US_ASCII);
+        byte[] prefix = (producerName + ":").getBytes(StandardCharsets.US_ASCII);
         AtomicLong acked = counts[1], failed = counts[2], unknown = counts[3];
         try (Producer<byte[]> producer = pb.create()) {
             say("@ready");
@@ -293,30 +296,42 @@ public final class Driver {
         return p;
     }
 
-    /** Outcomes after which the message was certainly not written; anything else is unknown. */
+    /**
+     * Outcomes after which the message was certainly not written: the client refused it before it was
+     * queued for the broker. Anything else is unknown. Errors a reconnecting producer fails its pending
+     * messages with (quota exceeded, not authorized, closed, timed out) are unknown too: a message in
+     * flight on the lost connection may have been stored.
+     */
     static boolean definiteFailure(Throwable t) {
         return t instanceof PulsarClientException.ProducerQueueIsFullError
                 || t instanceof PulsarClientException.InvalidMessageException
                 || t instanceof PulsarClientException.InvalidTopicNameException
-                || t instanceof PulsarClientException.ProducerBlockedQuotaExceededError
-                || t instanceof PulsarClientException.ProducerBlockedQuotaExceededException
-                || t instanceof PulsarClientException.AuthorizationException
                 || t instanceof PulsarClientException.MemoryBufferIsFullError;
     }
 
     // ----- consumer ----------------------------------------------------------------------------
 
+    /**
+     * Receive until idle once draining. Each ack asks the broker for a receipt and is recorded when it
+     * completes (ok, or fail with the error); at most {@code max_pending_acks} are in flight, and the
+     * outstanding ones are awaited (up to {@code ack_drain_ms}) before the consumer closes.
+     */
     void consume(PulsarClient client, Journal journal) throws Exception {
         String name = cfg.path("name").asText();
+        String topic = cfg.path("topic").asText();
         long drainNs = (long) (cfg.path("drain_seconds").asDouble(5.0) * 1e9);
+        int maxAcks = Math.max(cfg.path("max_pending_acks").asInt(1000), 1);
+        Semaphore acks = new Semaphore(maxAcks);
         try (Consumer<byte[]> consumer = client.newConsumer()
-                .topic(cfg.path("topic").asText())
+                .topic(topic)
                 .subscriptionName(cfg.path("subscription").asText())
                 .subscriptionType(subscriptionType(cfg.path("subscription_type").asText()))
                 .consumerName(name)
                 .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest)
                 .receiverQueueSize(1000)
+                .isAckReceiptEnabled(true)
                 .subscribe()) {
+            journal.subscribe(now(), journal.id(topic));
             say("@ready");
             long idleSince = 0;
             while (!stopping) {
@@ -334,10 +349,37 @@ public final class Driver {
                 idleSince = 0;
                 Delivery d = Delivery.of(msg, journal);
                 journal.delivery(RECEIVE, now(), d, msg.getRedeliveryCount());
-                consumer.acknowledgeAsync(msg.getMessageId());
-                journal.delivery(ACK, now(), d, -1);
                 counts[4].incrementAndGet();
+                boolean permit;
+                while (!(permit = acks.tryAcquire(200, TimeUnit.MILLISECONDS)) && !stopping) {
+                    // every ack slot is taken: wait for a receipt
+                }
+                if (!permit) {
+                    break; // stopping: this message stays unacknowledged, and no ack row says otherwise
+                }
+                try {
+                    consumer.acknowledgeAsync(d.id).whenComplete((v, ex) -> {
+                        ackDone(journal, d, ex);
+                        acks.release();
+                    });
+                } catch (RuntimeException ex) {
+                    ackDone(journal, d, ex);
+                    acks.release();
+                }
             }
+            long waitMs = cfg.path("ack_drain_ms").asLong(30_000);
+            if (!acks.tryAcquire(maxAcks, waitMs, TimeUnit.MILLISECONDS)) {
+                say("@error " + name + ": " + (maxAcks - acks.availablePermits())
+                        + " acknowledgement(s) unanswered after " + waitMs + " ms; no ack row for them");
+            }
+        }
+    }
+
+    void ackDone(Journal journal, Delivery d, Throwable ex) {
+        if (ex == null) {
+            journal.delivery(ACK, now(), d, -1);
+        } else {
+            journal.delivery(ACK_FAIL, now(), d, journal.id(oneLine(ex)));
         }
     }
 
@@ -353,31 +395,98 @@ public final class Driver {
 
     // ----- storage view ------------------------------------------------------------------------
 
+    /**
+     * Scan each partition from the earliest position to the end position the parent asked the admin API
+     * for, then write one scan row for it. The scan is complete only when a message at or past the end
+     * was read (or the partition was empty); otherwise the row's error says why it stopped. A stalled or
+     * failed scan does not fail the process: it is recorded in the scan row (and reported as
+     * {@code @error}), and the next partition is scanned.
+     */
     void read(PulsarClient client, Journal journal) throws Exception {
-        long idleNs = (long) (cfg.path("idle_timeout").asDouble(60.0) * 1e9);
         String cluster = cfg.path("cluster").asText();
         say("@ready");
-        for (JsonNode t : cfg.path("topics")) {
-            String topic = t.asText();
-            long index = 0;
+        for (JsonNode p : cfg.path("partitions")) {
+            String topic = p.path("topic").asText();
+            String end = p.path("end").isTextual() ? p.path("end").asText() : null;
+            String error = scan(client, journal, topic, end, p.path("end_error").asText("no end position"));
+            if (error != null) {
+                say("@error scan of " + topic + " on " + cluster + ": " + error);
+            }
+        }
+    }
+
+    /** One partition's scan; returns why it stopped before the end, or null when it got there. */
+    String scan(PulsarClient client, Journal journal, String topic, String endText, String endError) {
+        double idleSeconds = cfg.path("idle_timeout").asDouble(60.0);
+        long idleNs = (long) (idleSeconds * 1e9);
+        long[] end = endText == null ? null : parseId(endText);
+        int topicId = journal.id(topic);
+        long index = 0;
+        MessageId last = null;
+        String error = null;
+        if (end == null || end[1] >= 0) { // entry -1: an empty partition is complete at once
             try (Reader<byte[]> reader = client.newReader().topic(topic).startMessageId(MessageId.earliest).create()) {
-                long deadline = System.nanoTime() + idleNs;
-                while (!stopping && reader.hasMessageAvailable()) {
-                    if (System.nanoTime() - deadline > 0) {
-                        say("@error read-back of " + topic + " on " + cluster + " stalled after " + index + " messages");
+                long lastProgress = System.nanoTime();
+                while (end == null ? reader.hasMessageAvailable() : last == null || !reached(last, end)) {
+                    if (stopping) {
+                        error = "stopped";
                         break;
                     }
-                    Message<byte[]> msg = reader.readNext(10, TimeUnit.SECONDS);
+                    if (System.nanoTime() - lastProgress > idleNs) {
+                        error = "stalled after " + index + " messages (idle " + String.format("%.0f", idleSeconds) + " s)";
+                        break;
+                    }
+                    Message<byte[]> msg = reader.readNext(1, TimeUnit.SECONDS);
                     if (msg == null) {
                         continue;
                     }
-                    deadline = System.nanoTime() + idleNs;
-                    journal.read(now(), Delivery.of(msg, journal), journal.id(topic), index);
+                    lastProgress = System.nanoTime();
+                    journal.read(now(), Delivery.of(msg, journal), topicId, index);
+                    last = msg.getMessageId();
                     index++;
                     counts[5].incrementAndGet();
                 }
+            } catch (Exception e) {
+                error = oneLine(e);
             }
         }
+        if (end == null) {
+            error = "end position unknown: " + endError; // whatever was read, completeness cannot be claimed
+        }
+        journal.scan(now(), topicId, index, last, journal.id(endText), journal.id(error));
+        return error;
+    }
+
+    /** {@code (ledger,entry,partition,batch)} as the admin side writes it. */
+    static long[] parseId(String text) {
+        String[] p = text.replace("(", "").replace(")", "").split(",");
+        long[] v = new long[4];
+        for (int i = 0; i < 4; i++) {
+            v[i] = i < p.length ? Long.parseLong(p[i].trim()) : -1;
+        }
+        return v;
+    }
+
+    /** Whether a message read is at or past the end position: ledger, then entry, then (both batched) batch index. */
+    static boolean reached(MessageId id, long[] end) {
+        long[] m = idFields(id);
+        if (m[0] != end[0]) {
+            return m[0] > end[0];
+        }
+        if (m[1] != end[1]) {
+            return m[1] > end[1];
+        }
+        return end[3] < 0 || m[3] < 0 || m[3] >= end[3];
+    }
+
+    /** ledger, entry, partition, batch index of a message id (-1 where it has none). */
+    static long[] idFields(MessageId id) {
+        if (id instanceof MessageIdAdv adv) {
+            return new long[] {adv.getLedgerId(), adv.getEntryId(), adv.getPartitionIndex(), adv.getBatchIndex()};
+        }
+        String[] p = id.toString().split(":");
+        return new long[] {Long.parseLong(p[0]), Long.parseLong(p[1]), p.length > 2 ? Long.parseLong(p[2]) : -1,
+                p.length > 3 ? Long.parseLong(p[3]) : -1};
     }
 
     /** What a delivered or read message says about itself: the header its producer wrote, its id, key and topic. */
@@ -494,14 +603,24 @@ public final class Driver {
             put(kind, HAS_SEQ | HAS_CRC, key, ts, seq, id, -1, error, crc, -1, 0, 0);
         }
 
-        synchronized void delivery(byte kind, long ts, Delivery d, int redelivery) {
+        /** receive (aux: redelivery count), ack, ack fail (aux: error string id) or nack of a delivered message. */
+        synchronized void delivery(byte kind, long ts, Delivery d, int aux) {
             int flags = (d.seq >= 0 ? HAS_SEQ | HAS_PUBLISH_TS : 0) | (kind == RECEIVE ? HAS_CRC | HAS_REDELIVERY : 0);
-            put(kind, flags, d.key, ts, d.seq, d.id, d.producer, redelivery, d.crc, d.topic, d.publishTs, 0);
+            put(kind, flags, d.key, ts, d.seq, d.id, d.producer, aux, d.crc, d.topic, d.publishTs, 0);
         }
 
         synchronized void read(long ts, Delivery d, int topic, long index) {
             int flags = (d.seq >= 0 ? HAS_SEQ : 0) | HAS_CRC | HAS_READ_INDEX;
             put(READ, flags, d.key, ts, d.seq, d.id, d.producer, -1, d.crc, topic, 0, index);
+        }
+
+        synchronized void subscribe(long ts, int topic) {
+            put(SUBSCRIBE, 0, -1, ts, 0, null, -1, -1, 0, topic, 0, 0);
+        }
+
+        /** A scan row: the end position rides in the key slot, the error in the aux slot. */
+        synchronized void scan(long ts, int topic, long count, MessageId last, int end, int error) {
+            put(SCAN, HAS_READ_INDEX, end, ts, 0, last, -1, error, 0, topic, 0, count);
         }
 
         private void put(byte kind, int flags, int key, long ts, long seq, MessageId id, int producer, int aux, int crc,
@@ -520,18 +639,11 @@ public final class Driver {
             int partition = -1, batch = -1;
             if (id != null) {
                 flags |= HAS_ID;
-                if (id instanceof MessageIdAdv adv) {
-                    ledger = adv.getLedgerId();
-                    entry = adv.getEntryId();
-                    partition = adv.getPartitionIndex();
-                    batch = adv.getBatchIndex();
-                } else {
-                    String[] p = id.toString().split(":");
-                    ledger = Long.parseLong(p[0]);
-                    entry = Long.parseLong(p[1]);
-                    partition = p.length > 2 ? Integer.parseInt(p[2]) : -1;
-                    batch = p.length > 3 ? Integer.parseInt(p[3]) : -1;
-                }
+                long[] f = idFields(id);
+                ledger = f[0];
+                entry = f[1];
+                partition = (int) f[2];
+                batch = (int) f[3];
             }
             buf.put(kind).put((byte) flags).putShort((short) 0).putInt(key).putLong(ts).putLong(seq)
                     .putLong(ledger).putLong(entry).putInt(partition).putInt(batch)

@@ -1,0 +1,67 @@
+"""A run's id and its manifest ``_run.json`` (the format is in ``docs/history.md``).
+
+``workload run`` writes the manifest when the run starts (``finished`` false) and rewrites it as
+drivers come and go and when the run ends, so a manifest left unfinished says the run itself died.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+MANIFEST = "_run.json"
+FORMAT = 1
+
+
+def new_run_id() -> str:
+    """``r<yyyymmdd>-<hhmmss>-<4 hex>`` in UTC: sorts by start time, and two runs in one second differ."""
+    return time.strftime("r%Y%m%d-%H%M%S", time.gmtime()) + f"-{secrets.token_hex(2)}"
+
+
+@dataclass
+class DriverOutcome:
+    """How one driver process ended; ``failed`` with a one-line ``reason`` makes the run's verdict inconclusive."""
+
+    name: str
+    mode: str  # produce | consume | read
+    part: str
+    exit_code: int | None = None  # None while running, or when it never started
+    failed: bool = False
+    reason: str | None = None
+
+
+@dataclass
+class Manifest:
+    run: str
+    topic: str
+    partitions: int
+    cluster: str
+    read_clusters: list[str]
+    subscription: str
+    started_ts: int = field(default_factory=time.time_ns)
+    ended_ts: int | None = None
+    finished: bool = False
+    drivers: list[DriverOutcome] = field(default_factory=list)
+
+    def write(self, directory: Path) -> Path:
+        """Write (or rewrite) ``_run.json`` atomically: a reader never sees half a manifest."""
+        target = directory / MANIFEST
+        partial = directory / f".{MANIFEST}.tmp"
+        partial.write_text(json.dumps({"format": FORMAT, **asdict(self)}, indent=1) + "\n")
+        os.replace(partial, target)
+        return target
+
+
+def read_manifest(directory: Path) -> Manifest | None:
+    """The manifest of a run directory, or None when it has none."""
+    path = directory / MANIFEST
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    data.pop("format", None)
+    drivers = [DriverOutcome(**d) for d in data.pop("drivers", [])]
+    return Manifest(**data, drivers=drivers)

@@ -1,0 +1,77 @@
+"""`pulsarlab verify --master spark://...` on a real Spark standalone cluster (a master and two
+workers started from the installed PySpark's jars) gives the verdict `local[2]` gives."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from pulsarlab.verify import VERDICT_FILE
+from pulsarlab.verify.standalone import StandaloneCluster
+from tests.cluster.handmade import handmade_history
+
+REPO = Path(__file__).resolve().parents[2]
+VERIFY_TIMEOUT = 300
+
+
+@pytest.fixture(scope="module")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    started = time.monotonic()
+    with StandaloneCluster(workers=2, root=tmp_path_factory.mktemp("spark")) as cluster:
+        print(f"standalone cluster ready in {time.monotonic() - started:.1f} s")
+        yield cluster
+
+
+def verify_cli(directory: Path, master: str) -> tuple[int, dict[str, Any]]:
+    """Run the CLI in its own process (a fresh Spark session on exactly this master); its verdict.json."""
+    (directory / VERDICT_FILE).unlink(missing_ok=True)
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "pulsarlab.cli", "verify", "--json", "--master", master, "--driver-memory", "1g", str(directory)],
+        cwd=REPO, capture_output=True, text=True, timeout=VERIFY_TIMEOUT,
+    )
+    print(f"verify {directory.name} on {master}: {time.monotonic() - started:.1f} s")
+    verdict = directory / VERDICT_FILE
+    assert done.returncode in (0, 1) and verdict.exists(), done.stdout[-3000:] + done.stderr[-5000:]
+    return done.returncode, json.loads(verdict.read_text())
+
+
+def judged(verdict: dict[str, Any]) -> dict[str, Any]:
+    """What must not depend on where Spark ran: the outcome, every check, every metric."""
+    return {k: v for k, v in verdict.items() if k not in {"seconds", "directory", "directories"}}
+
+
+@pytest.mark.parametrize("lose", [None, 13], ids=["clean", "one-lost"])
+def test_standalone_cluster_gives_the_local_verdict(spark_cluster: StandaloneCluster, tmp_path: Path, lose: int | None) -> None:
+    history = handmade_history(tmp_path / "run", messages=60, lose=lose)
+    local_rc, local = verify_cli(history, "local[2]")
+    before = {app["id"] for app in spark_cluster.state()["completedapps"]}
+    cluster_rc, remote = verify_cli(history, spark_cluster.master_url)
+
+    assert (local_rc, cluster_rc) == ((0, 0) if lose is None else (1, 1))
+    assert judged(remote) == judged(local)
+    lost = next(c for c in remote["checks"] if c["name"] == "lost")
+    assert lost["count"] == (0 if lose is None else 1)
+
+    # It really ran there: the master saw the application finish, and its workers ran executors.
+    apps = [a for a in spark_cluster.state()["completedapps"] if a["id"] not in before]
+    assert [a["name"] for a in apps] == ["pulsarlab-verify"], apps
+    executor_logs = list(spark_cluster.root.glob(f"worker-*/{apps[0]['id']}/*/stderr"))
+    assert len(executor_logs) == 2, executor_logs  # one executor per worker, each with its single core
+
+
+def test_stop_ends_every_process_it_started(tmp_path: Path) -> None:
+    cluster = StandaloneCluster(workers=1, root=tmp_path).start()
+    pids = [d.proc.pid for d in cluster.daemons]
+    assert len(pids) == 2 and all(psutil.pid_exists(p) for p in pids)
+    cluster.stop()
+    assert cluster.daemons == []
+    assert not [p for p in pids if psutil.pid_exists(p)]

@@ -1,0 +1,31 @@
+"""The run id and the run manifest ``_run.json`` as docs/history.md describes them."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from pulsarlab.workload.manifest import DriverOutcome, Manifest, new_run_id, read_manifest
+
+
+def test_run_ids_name_the_utc_start_and_differ() -> None:
+    ids = {new_run_id() for _ in range(50)}
+    assert all(re.fullmatch(r"r\d{8}-\d{6}-[0-9a-f]{4}", i) for i in ids)
+    assert len(ids) > 40  # 4 hex digits: collisions within one second are rare
+
+
+def test_manifest_has_the_documented_fields_and_reads_back(tmp_path: Path) -> None:
+    m = Manifest("r20261123-131502-4f2a", "persistent://t/eu/pulsarlab-r20261123-131502-4f2a", 0, "mycluster",
+                 ["mycluster"], "pulsarlab", started_ts=1)
+    m.drivers = [DriverOutcome("p0", "produce", "producer-p0", 0)]
+    m.write(tmp_path)
+    data = json.loads((tmp_path / "_run.json").read_text())
+    assert set(data) == {"format", "run", "topic", "partitions", "cluster", "read_clusters", "subscription", "started_ts",
+                         "ended_ts", "finished", "drivers"}
+    assert data["format"] == 1 and data["finished"] is False and data["ended_ts"] is None
+    assert data["drivers"] == [{"name": "p0", "mode": "produce", "part": "producer-p0", "exit_code": 0, "failed": False,
+                                "reason": None}]
+    assert read_manifest(tmp_path) == m
+    assert read_manifest(tmp_path / "nowhere") is None
+    assert not list(tmp_path.glob(".*"))
