@@ -10,13 +10,17 @@ from __future__ import annotations
 import argparse
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
-from pulsarlab.errors import DockerEngineError
-from pulsarlab.runtime.docker import engine, image
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's pulsarlab, not whichever one is installed
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "docker-engine"
+from pulsarlab.errors import DockerEngineError  # noqa: E402
+from pulsarlab.runtime.docker import engine, image  # noqa: E402
+
+SCRIPT = ROOT / "scripts" / "docker-engine"
 
 
 def start_engine() -> tuple[str, float, bool]:

@@ -299,7 +299,7 @@ def image_build(
     host: Annotated[str | None, typer.Option(help="Docker engine (default: $DOCKER_HOST or scripts/docker-engine's)")] = None,
 ) -> None:
     """Build a Pulsar image from Debian, its Java 17 and the local runtime's distribution; cached by inputs."""
-    from pulsarlab.runtime.distribution import DEFAULT_VERSION
+    from pulsarlab.distribution import DEFAULT_VERSION
     from pulsarlab.runtime.docker.image import ensure_image
 
     result = ensure_image(pulsar_version or DEFAULT_VERSION, distribution, tag, host, say=_say)

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import contextlib
-import signal
 from dataclasses import asdict
 from pathlib import Path
 
 import pulsar
 
+from pulsarlab import distribution
 from pulsarlab import render as rendering
 from pulsarlab.admin import metrics, placement, reconcile
 from pulsarlab.admin.client import AdminClient
 from pulsarlab.admin.reconcile import Report
+from pulsarlab.deployment import Deployment, Say, UpResult
 from pulsarlab.errors import StateError, UsageError
-from pulsarlab.runtime import distribution
-from pulsarlab.runtime.local import LocalCluster, Say, UpResult, timeout
+from pulsarlab.runtime import RUNTIMES, new_deployment, open_deployment, runtime_class
+from pulsarlab.runtime.base import timeout
 from pulsarlab.runtime.roundtrip import client as pulsar_client
 from pulsarlab.runtime.roundtrip import roundtrip
 from pulsarlab.runtime.state import ClusterState
@@ -24,7 +25,7 @@ from pulsarlab.workload.manifest import new_run_id
 from pulsarlab.workload.run import Target, Workload, WorkloadConfig, WorkloadResult
 
 STATE_ROOT = Path(".pulsarlab")
-RUNTIMES = ("local",)
+__all__ = ["RUNTIMES", "WorkloadConfig"]
 
 
 def _quiet(_msg: str) -> None:
@@ -32,8 +33,7 @@ def _quiet(_msg: str) -> None:
 
 
 def _check_runtime(runtime: str) -> None:
-    if runtime not in RUNTIMES:
-        raise StateError(f"unknown runtime {runtime!r}: choose one of {', '.join(RUNTIMES)}")
+    runtime_class(runtime)  # an unknown name is a usage error naming the known ones
 
 
 def find_state_dir(state_dir: Path | None) -> Path:
@@ -55,7 +55,7 @@ def render_topology(topology: str, out_dir: Path, runtime: str = "local", dist: 
     return rendering.render(topo, out_dir, base)
 
 
-def e2e_check(cluster: LocalCluster) -> None:
+def e2e_check(cluster: Deployment) -> None:
     """Every cluster passes a real produce-and-consume, in the topology's first namespace on it.
 
     Not ``public/default``: once isolation policies make every broker a primary of some namespace
@@ -69,29 +69,30 @@ def e2e_check(cluster: LocalCluster) -> None:
 
 def up(
     topology: str, runtime: str = "local", state_dir: Path | None = None, dist: str | None = None, say: Say = _quiet
-) -> tuple[UpResult, LocalCluster]:
+) -> tuple[UpResult, Deployment]:
     _check_runtime(runtime)
     topo = load(topology)
     state_dir = state_dir or STATE_ROOT / topo.name
-    cluster = LocalCluster(topo, state_dir, None, say)
-    if all(cluster.alive(n.name) for n in topo.nodes) and ClusterState.load(cluster.state_dir):
-        result = cluster.up()  # reports "already running" without touching anything
+    cluster = new_deployment(topo, state_dir, runtime, say)
+    if all(cluster.alive(n.name) for n in topo.nodes) and ClusterState.load(state_dir) is not None:
+        result = cluster.up()  # reports "already running" without touching anything (or refuses another runtime's)
         configure_cluster(cluster, say=say)  # a no-op when nothing drifted
         return result, cluster
-    cluster.dist = distribution.resolve(dist)
-    say(f"Pulsar {cluster.dist.version} from {cluster.dist.home} (Java {cluster.dist.java.major})")
+    resolved = distribution.resolve(dist)
+    say(f"Pulsar {resolved.version} from {resolved.home} (Java {resolved.java.major})")
+    cluster = new_deployment(topo, state_dir, runtime, say, dist=resolved)
     # configure as soon as one broker is up: the others then start with their racks in place and
     # need no restart to learn their region
     return cluster.up(check=e2e_and_configure, seed=lambda c: configure_cluster(c, say=c.say)), cluster
 
 
-def e2e_and_configure(cluster: LocalCluster) -> None:
+def e2e_and_configure(cluster: Deployment) -> None:
     """A fresh cluster gets the topology's desired state, then passes a real produce-and-consume."""
     configure_cluster(cluster, say=cluster.say)
     e2e_check(cluster)
 
 
-def configure_cluster(cluster: LocalCluster, dry_run: bool = False, say: Say = _quiet) -> Report:
+def configure_cluster(cluster: Deployment, dry_run: bool = False, say: Say = _quiet) -> Report:
     report = reconcile.configure(cluster, dry_run, say)
     if report.changes:
         say(f"configure: {len(report.changes)} difference(s) {'found' if dry_run else 'fixed'} "
@@ -112,8 +113,8 @@ def inspect_bookies(state_dir: Path | None) -> list[metrics.BookieCounters]:
     return metrics.snapshot(open_cluster(state_dir))
 
 
-def open_cluster(state_dir: Path | None, say: Say = _quiet) -> LocalCluster:
-    return LocalCluster.open(find_state_dir(state_dir), say=say)
+def open_cluster(state_dir: Path | None, say: Say = _quiet) -> Deployment:
+    return open_deployment(find_state_dir(state_dir), say=say)
 
 
 def status(state_dir: Path | None) -> dict:
@@ -123,7 +124,7 @@ def status(state_dir: Path | None) -> dict:
         "name": topo.name,
         "runtime": cluster.runtime,
         "state_dir": str(cluster.state_dir),
-        "pulsar_version": cluster.state.version,
+        "pulsar_version": cluster.pulsar_version(),
         "nodes": [asdict(n) for n in cluster.status()],
         "clusters": [
             {"name": c.name, "service_url": topo.service_url(c.name), "web_url": topo.web_url(c.name)}
@@ -149,16 +150,14 @@ def node_action(state_dir: Path | None, name: str, action: str, say: Say = _quie
     elif action == "start":
         cluster.start_node(name)
     elif action == "pause":
-        cluster.signal_node(name, signal.SIGSTOP)
-        say(f"{name} paused")
+        cluster.pause_node(name)
     elif action == "resume":
-        cluster.signal_node(name, signal.SIGCONT)
-        say(f"{name} resumed")
+        cluster.resume_node(name)
     else:
         raise StateError(f"unknown node action {action!r}")
 
 
-def workload_target(cluster: LocalCluster, cluster_name: str | None, region: str | None) -> Target:
+def workload_target(cluster: Deployment, cluster_name: str | None, region: str | None) -> Target:
     """Producers and consumers connect to one cluster; storage is read back on every cluster."""
     topo = cluster.topo
     name = cluster_name or topo.clusters[0].name
@@ -170,7 +169,7 @@ def workload_target(cluster: LocalCluster, cluster_name: str | None, region: str
                   {c.name: topo.web_url(c.name) for c in topo.clusters})
 
 
-def default_topic(cluster: LocalCluster, cluster_name: str, suffix: str) -> str:
+def default_topic(cluster: Deployment, cluster_name: str, suffix: str) -> str:
     """``pulsarlab-<suffix>`` in the topology's first namespace on that cluster (``public/default``
     may have no broker to own it once isolation policies claim every broker); a workload run's
     suffix is its run id, so each run has a topic of its own."""
@@ -179,7 +178,7 @@ def default_topic(cluster: LocalCluster, cluster_name: str, suffix: str) -> str:
     return f"persistent://{ns}/pulsarlab-{suffix}"
 
 
-def prepare_topic(cluster: LocalCluster, cluster_name: str, cfg: WorkloadConfig) -> None:
+def prepare_topic(cluster: Deployment, cluster_name: str, cfg: WorkloadConfig) -> None:
     """Create the topic (partitioned if asked) and, if asked, turn broker-side deduplication on."""
     admin = AdminClient(cluster.admin_url(cluster_name))
     admin.create_topic(cfg.topic, cfg.partitions)

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 import requests
 
 from pulsarlab.admin.client import AdminClient, LedgerInfo
-from pulsarlab.runtime.local import LocalCluster
+from pulsarlab.deployment import Deployment
 from pulsarlab.topology import Role, Topology, namespace_clusters
 
 
@@ -77,7 +77,7 @@ def write_sets(bookies: list[str], write_quorum: int) -> list[list[str]]:
     return [[bookies[(i + k) % e] for k in range(w)] for i in range(e)] if e else []
 
 
-def available_bookies(cluster: LocalCluster, name: str) -> set[str] | None:
+def available_bookies(cluster: Deployment, name: str) -> set[str] | None:
     """Bookie ids registered right now (writable and read-only), asked of a running bookie."""
     topo = cluster.topo
     for b in topo.nodes_of(Role.BOOKIE, name):
@@ -111,7 +111,7 @@ def ledger_placement(
     )
 
 
-def inspect(cluster: LocalCluster, topic: str | None = None) -> PlacementReport:
+def inspect(cluster: Deployment, topic: str | None = None) -> PlacementReport:
     """Placement of every topic of the topology's namespaces (or of ``topic``)."""
     topo = cluster.topo
     report = PlacementReport([], {})

@@ -24,16 +24,13 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pulsarlab.admin.client import AdminClient
+from pulsarlab.deployment import Deployment, Say
 from pulsarlab.errors import PulsarlabError
-from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.topology import Node, Role, Topology, namespace_clusters
-
-Say = Callable[[str], None]
 
 # BookKeeper logs the placement policy's own node and location when a broker's client starts.
 _LOCAL_NODE = re.compile(r"Initialize rackaware ensemble placement policy @ <Bookie:([^>]+)> @ (\S+) ")
@@ -207,11 +204,11 @@ def read_state(admin: AdminClient, cluster: str, items: list[Item]) -> list[Item
     return items + extra
 
 
-def broker_region_seen(cluster: LocalCluster, node: Node) -> str | None:
+def broker_region_seen(cluster: Deployment, node: Node) -> str | None:
     """The region the running broker's BookKeeper client believes it is in (from its log);
     ``"UnknownRegion"`` when it started without a rack, None when the log does not say (yet)."""
-    path = cluster.dirs(node).log_file
-    if not path.is_file():
+    path = cluster.log_file(node.name)
+    if path is None or not path.is_file():
         return None
     with open(path, "rb") as fh:
         fh.seek(0, 2)
@@ -225,7 +222,7 @@ def broker_region_seen(cluster: LocalCluster, node: Node) -> str | None:
     return parts[0] if len(parts) >= 2 and parts[0] != "default-region" else "UnknownRegion"
 
 
-def broker_items(cluster: LocalCluster, name: str) -> list[Item]:
+def broker_items(cluster: Deployment, name: str) -> list[Item]:
     """One item per running broker of ``name``: the region its placement policy started with."""
     topo = cluster.topo
     out = []
@@ -271,7 +268,7 @@ def unload_namespaces(admin: AdminClient, namespaces: set[str], say: Say) -> Non
         say(f"namespace {ns} unloaded so the new policies apply")
 
 
-def rolling_restart(cluster: LocalCluster, brokers: list[str], say: Say) -> None:
+def rolling_restart(cluster: Deployment, brokers: list[str], say: Say) -> None:
     """Restart brokers one at a time, each ready (and in its region) before the next one stops."""
     for name in brokers:
         say(f"{name}: restarting so its BookKeeper client learns its region")
@@ -283,7 +280,7 @@ def _quiet(_msg: str) -> None:
     pass
 
 
-def configure(cluster: LocalCluster, dry_run: bool = False, say: Say = _quiet) -> Report:
+def configure(cluster: Deployment, dry_run: bool = False, say: Say = _quiet) -> Report:
     """Reconcile every Pulsar cluster of the topology; return the differences found (and fixed)."""
     t0 = time.monotonic()
     report = Report(dry_run)

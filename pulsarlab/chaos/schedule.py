@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pulsarlab.runtime.local import LocalCluster
+from pulsarlab.deployment import Deployment
 
 
 @dataclass(frozen=True)
@@ -27,19 +27,19 @@ class FaultLog:
     errors: list[str] = field(default_factory=list)
 
 
-ACTIONS: dict[str, Callable[[LocalCluster, str], None]] = {
+ACTIONS: dict[str, Callable[[Deployment, str], None]] = {
     "stop": lambda c, n: c.stop_node(n),
     "kill": lambda c, n: c.stop_node(n, kill=True),
     "start": lambda c, n: c.start_node(n),
-    "pause": lambda c, n: c.signal_node(n, 19),
-    "resume": lambda c, n: c.signal_node(n, 18),
+    "pause": lambda c, n: c.pause_node(n),
+    "resume": lambda c, n: c.resume_node(n),
 }
 
 
 class FaultSchedule:
     """Runs faults in a background thread; ``start()`` at the workload's start, ``join()`` after."""
 
-    def __init__(self, cluster: LocalCluster, faults: list[Fault]):
+    def __init__(self, cluster: Deployment, faults: list[Fault]):
         for f in faults:
             if f.action not in ACTIONS:
                 raise ValueError(f"unknown fault action {f.action!r}: one of {', '.join(ACTIONS)}")

@@ -1,1 +1,35 @@
-"""Runtimes: where and how nodes run."""
+"""Runtimes: where and how nodes run. Each implements :class:`pulsarlab.deployment.Deployment`;
+the state directory records which one a deployment uses, and :func:`open_deployment` opens it."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from pulsarlab.deployment import Deployment, Say, quiet
+from pulsarlab.errors import StateError, UsageError
+from pulsarlab.runtime.state import ClusterState
+from pulsarlab.topology import Topology
+
+RUNTIMES: dict[str, str] = {"local": "pulsarlab.runtime.local:LocalCluster"}
+"""Runtime name -> ``module:class`` (imported only when used: docker needs python-on-whales)."""
+
+
+def runtime_class(name: str) -> type:
+    if name not in RUNTIMES:
+        raise UsageError(f"unknown runtime {name!r}: choose one of {', '.join(RUNTIMES)}")
+    module, cls = RUNTIMES[name].split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def new_deployment(topo: Topology, state_dir: Path, runtime: str = "local", say: Say = quiet, **kwargs) -> Deployment:
+    """A deployment of ``topo`` under ``state_dir`` on ``runtime`` (nothing starts yet)."""
+    return runtime_class(runtime)(topo, state_dir, say=say, **kwargs)
+
+
+def open_deployment(state_dir: Path, say: Say = quiet) -> Deployment:
+    """The deployment recorded in ``state_dir`` (as ``up`` left it), on the runtime it records."""
+    state = ClusterState.load(state_dir)
+    if state is None:
+        raise StateError(f"no pulsarlab cluster in {state_dir}: run 'pulsarlab up' first")
+    return runtime_class(state.runtime or "local").open(state_dir, say=say)

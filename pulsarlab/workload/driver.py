@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pulsarlab.distribution import Distribution, cache_root, file_lock
 from pulsarlab.errors import DistributionError
 from pulsarlab.history.journal import write_meta
-from pulsarlab.runtime.distribution import Distribution, cache_root, file_lock
 from pulsarlab.workload.manifest import DriverOutcome
 
 SOURCE = Path(__file__).with_name("java") / "Driver.java"

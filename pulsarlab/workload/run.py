@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pulsarlab.admin.client import AdminClient, AdminError
+from pulsarlab.distribution import Distribution
 from pulsarlab.history.journal import journal_to_parquet
-from pulsarlab.runtime.distribution import Distribution
 from pulsarlab.workload.driver import DriverProcess, driver_classes
 from pulsarlab.workload.manifest import DriverOutcome, Manifest, new_run_id
 

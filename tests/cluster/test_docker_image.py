@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from pulsarlab import distribution
 from pulsarlab.errors import DockerEngineError, ImageMissingError
-from pulsarlab.runtime import distribution
 from pulsarlab.runtime.docker import engine, image
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "docker-engine"

@@ -60,19 +60,19 @@ def test_diff_create_delete_and_numbers() -> None:
 
 
 def test_broker_region_is_read_from_the_last_start_in_the_log(tmp_path: Path) -> None:
-    class FakeCluster:
-        def dirs(self, node):
-            return type("D", (), {"log_file": tmp_path / "node.log"})()
+    class FakeCluster:  # only the log of the contract is read
+        def log_file(self, name):
+            return tmp_path / f"{name}.log"
 
     line = ("2026 [t] INFO  org.apache.bookkeeper.client.RackawareEnsemblePlacementPolicyImpl - Initialize rackaware "
             "ensemble placement policy @ <Bookie:{}:0> @ {} : org.apache.X.\n")
-    (tmp_path / "node.log").write_text(
+    (tmp_path / "b.log").write_text(
         "===== pulsarlab: starting b at x =====\n" + line.format("127.0.0.1", "/default-region/default-rack")
         + "===== pulsarlab: starting b at y =====\n" + line.format("127.0.1.3", "/eu/1"))
-    assert reconcile.broker_region_seen(FakeCluster(), None) == "eu"
+    assert reconcile.broker_region_seen(FakeCluster(), type("N", (), {"name": "b"})()) == "eu"
     unknown = line.format("127.0.0.1", "/default-region/default-rack")
-    (tmp_path / "node.log").write_text("===== pulsarlab: starting b =====\n" + unknown)
-    assert reconcile.broker_region_seen(FakeCluster(), None) == "UnknownRegion"
+    (tmp_path / "b.log").write_text("===== pulsarlab: starting b =====\n" + unknown)
+    assert reconcile.broker_region_seen(FakeCluster(), type("N", (), {"name": "b"})()) == "UnknownRegion"
 
 
 def test_ledger_ensembles_and_region_flags() -> None:

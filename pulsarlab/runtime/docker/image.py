@@ -24,9 +24,9 @@ from pathlib import Path
 
 from python_on_whales import DockerClient, DockerException
 
+from pulsarlab import distribution as dist_mod
+from pulsarlab.distribution import DEFAULT_VERSION, Distribution, cache_root, file_lock
 from pulsarlab.errors import ImageBuildError
-from pulsarlab.runtime import distribution as dist_mod
-from pulsarlab.runtime.distribution import DEFAULT_VERSION, Distribution, cache_root, file_lock
 from pulsarlab.runtime.docker import engine
 
 INPUTS_LABEL = "org.pulsarlab.inputs"

@@ -1,0 +1,406 @@
+"""What every runtime shares: start order, readiness waits, and the bookkeeping of up, down and node control.
+
+Order: ZooKeeper, then ``initialize-cluster-metadata`` per cluster, then bookies, then brokers;
+nodes of one tier start together. A runtime subclass provides the primitives (how one node is
+started, stopped, paused, observed, and where its log is); everything else is written once here.
+Every node listens on its own address of this machine, so readiness is probed the same way on
+every runtime.
+"""
+
+from __future__ import annotations
+
+import abc
+import errno
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import requests
+import yaml
+
+from pulsarlab.deployment import NodeEndpoint, NodeStatus, Say, UpResult, quiet
+from pulsarlab.distribution import Distribution
+from pulsarlab.distribution import resolve as resolve_distribution
+from pulsarlab.errors import PortInUseError, StateError
+from pulsarlab.render import NodeDirs, node_dirs
+from pulsarlab.runtime.state import ClusterState
+from pulsarlab.runtime.waits import HttpOk, RegistrationGone, ZkServing, log_tail, wait_for
+from pulsarlab.topology import Node, Role, Topology, parse
+
+TIMEOUT_SCALE = float(os.environ.get("PULSARLAB_TIMEOUT_SCALE", "1"))
+TIMEOUTS = {"zookeeper": 60.0, "init": 180.0, "bookie": 120.0, "broker": 180.0, "e2e": 90.0, "stop": 30.0, "session": 75.0}
+TIERS = (Role.ZOOKEEPER, Role.BOOKIE, Role.BROKER)
+
+
+def timeout(kind: str) -> float:
+    return TIMEOUTS[kind] * TIMEOUT_SCALE
+
+
+class NodeRuntime(abc.ABC):
+    """A topology run under ``state_dir`` by some runtime (see :class:`pulsarlab.deployment.Deployment`)."""
+
+    runtime = "?"
+
+    def __init__(self, topo: Topology, state_dir: Path, dist: Distribution | None = None, say: Say = quiet):
+        self.topo = topo
+        self.state_dir = state_dir.resolve()
+        self.dist = dist
+        self.say = say
+        self._lock = threading.Lock()
+        self.state = ClusterState.load(self.state_dir) or ClusterState(topo.name, self.runtime, topo.name)
+
+    @classmethod
+    def open(cls, state_dir: Path, dist: Distribution | None = None, say: Say = quiet) -> NodeRuntime:
+        """The deployment recorded in ``state_dir`` (as ``up`` left it)."""
+        topo_file = state_dir / "topology.yaml"
+        if not ClusterState.path(state_dir).is_file() or not topo_file.is_file():
+            raise StateError(f"no pulsarlab cluster in {state_dir}: run 'pulsarlab up' first")
+        return cls(parse(yaml.safe_load(topo_file.read_text())), state_dir, dist, say)
+
+    # ----- primitives: what a runtime must say about one node ------------------------------------
+    @abc.abstractmethod
+    def prepare(self, nodes: list[Node]) -> None:
+        """Render what the nodes about to start need (configuration, compose file...)."""
+
+    @abc.abstractmethod
+    def spawn(self, node: Node) -> None:
+        """Start one node without waiting for it to be ready."""
+
+    @abc.abstractmethod
+    def node_alive(self, name: str) -> bool: ...
+
+    @abc.abstractmethod
+    def stop_process(self, name: str, kill: bool) -> None:
+        """Stop a running node: SIGTERM and wait (then SIGKILL), or SIGKILL at once."""
+
+    @abc.abstractmethod
+    def pause_process(self, name: str, paused: bool) -> None:
+        """Freeze (SIGSTOP-like) or thaw a running node."""
+
+    @abc.abstractmethod
+    def process_info(self, name: str) -> tuple[int | None, bool, bool]:
+        """(pid or None, alive, paused) of a node."""
+
+    @abc.abstractmethod
+    def run_metadata_init(self, cluster: str, args: list[str], log_path: Path) -> None:
+        """Run ``bin/pulsar initialize-cluster-metadata <args>`` to completion, its output in ``log_path``."""
+
+    @abc.abstractmethod
+    def wipe_data(self) -> None:
+        """Remove every node's data (ZooKeeper and bookies go together: cookies must match)."""
+
+    def forget(self, names: list[str]) -> None:
+        """Drop what is recorded of nodes that are gone (a runtime that records pids overrides this)."""
+        return
+
+    def teardown(self, keep_data: bool) -> None:
+        """After every node stopped in ``down``: remove what the runtime created besides the nodes."""
+        return
+
+    # ----- paths and endpoints -----------------------------------------------------------------
+    def dirs(self, node: Node) -> NodeDirs:
+        return node_dirs(self.state_dir, node)
+
+    def log_file(self, name: str) -> Path | None:
+        return self.dirs(self.topo.node(name)).log_file
+
+    def log_tail(self, name: str, lines: int = 25) -> str:
+        return log_tail(self.log_file(name), lines)
+
+    def alive(self, name: str) -> bool:
+        return self.node_alive(name)
+
+    def service_url(self, cluster: str) -> str:
+        return self.topo.service_url(cluster)
+
+    def endpoints(self) -> list[NodeEndpoint]:
+        out = []
+        for n in self.topo.nodes:
+            addr = self.topo.address_of(n)
+            http = {Role.BROKER: "web", Role.BOOKIE: "http"}.get(n.role)
+            out.append(NodeEndpoint(n.name, n.role.value, n.cluster, n.region, addr,
+                                    f"http://{addr}:{n.port(http)}" if http else None))
+        return out
+
+    def admin_url(self, cluster: str) -> str:
+        """The web URL of a broker of ``cluster`` that answers, for admin calls."""
+        for b in self.topo.nodes_of(Role.BROKER, cluster):
+            url = f"http://{self.topo.address_of(b)}:{b.port('web')}"
+            if self.alive(b.name):
+                try:
+                    if requests.get(f"{url}/admin/v2/brokers/ready", timeout=3).ok:
+                        return url
+                except requests.RequestException:
+                    continue
+        raise StateError(f"no broker of cluster {cluster} is up")
+
+    def distribution(self) -> Distribution:
+        """The distribution the nodes run from: given, or the one this deployment was started with."""
+        if self.dist is None:
+            self.dist = resolve_distribution(self.state.distribution or None)
+        return self.dist
+
+    def pulsar_version(self) -> str:
+        return self.state.version
+
+    # ----- readiness ---------------------------------------------------------------------------
+    def readiness_probe(self, node: Node):
+        addr = self.topo.address_of(node)
+        if node.role == Role.ZOOKEEPER:
+            return ZkServing(addr, node.port("client"))
+        if node.role == Role.BOOKIE:
+            return HttpOk(f"http://{addr}:{node.port('http')}/api/v1/bookie/is_ready", "bookie /api/v1/bookie/is_ready")
+        return HttpOk(f"http://{addr}:{node.port('web')}/admin/v2/brokers/ready", "broker /admin/v2/brokers/ready")
+
+    def wait_ready(self, node: Node) -> float:
+        probe = self.readiness_probe(node)
+        secs = wait_for(
+            node.name, probe, what=probe.description, timeout=timeout(node.role.value),
+            log_file=self.log_file(node.name), alive=lambda: self.alive(node.name),
+        )
+        self.say(f"{node.name} ready ({secs:.1f}s)")
+        return secs
+
+    def check_ports(self, nodes: list[Node]) -> None:
+        """Refuse before anything starts if an address/port a node needs is taken."""
+        wanted = {n.name for n in nodes}
+        for node, addr, port in self.topo.endpoints():
+            if node.name not in wanted:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    s.bind((addr, port))
+                except OSError as exc:
+                    if exc.errno == errno.EADDRINUSE:
+                        raise PortInUseError(node.name, addr, port) from None
+                    raise StateError(f"cannot bind {addr}:{port} for node {node.name}: {exc}") from None
+
+    def registration_id(self, node: Node) -> str | None:
+        """The name a bookie or broker registers under in the metadata store."""
+        addr = self.topo.address_of(node)
+        if node.role == Role.BOOKIE:
+            return f"{addr}:{node.port('bookie')}"
+        if node.role == Role.BROKER:
+            return f"{addr}:{node.port('web')}"
+        return None
+
+    def wait_registration_gone(self, node: Node) -> None:
+        """A killed bookie or broker holds its registration until its session expires; a new
+        process with the same id would fail to register (and hang), so wait that out first."""
+        reg = self.registration_id(node)
+        zks = [z for z in self.topo.nodes_of(Role.ZOOKEEPER) if self.alive(z.name)]
+        if reg is None or not zks:
+            return
+        zk = zks[0]
+        probe = RegistrationGone(self.topo.address_of(zk), zk.port("client"), reg)
+        if not probe()[0]:
+            self.say(f"{node.name}: waiting for its previous session to expire")
+        wait_for(node.name, probe, what=probe.description, timeout=timeout("session"), interval=1.0)
+
+    # ----- starting ----------------------------------------------------------------------------
+    def start_nodes(self, nodes: list[Node], seed: Callable[[NodeRuntime], None] | None = None) -> None:
+        """Start nodes tier by tier (ZooKeeper, bookies, brokers), each tier in parallel.
+
+        On a cluster whose metadata was just created, one bookie per cluster starts first: bookies
+        that start together on an empty cluster race to create the auto-recovery layout znode and
+        the losers exit (``BadVersion for /ledgers/underreplication/LAYOUT``).
+        With ``seed``, one broker per cluster starts first and ``seed`` runs against it before the
+        other brokers start (so they find, for example, the rack map already written)."""
+        for role in TIERS:
+            tier = [n for n in nodes if n.role == role]
+            if not tier:
+                continue
+            if role == Role.BOOKIE:
+                fresh = self.initialize_metadata()
+                first = self._first_per_cluster([n for n in tier if n.cluster in fresh])
+                if first and len(first) < len(tier):
+                    self._start_tier(first)
+                    tier = [n for n in tier if n not in first]
+            if role == Role.BROKER and seed is not None:
+                first = self._first_per_cluster(tier)
+                if len(first) < len(tier):
+                    self._start_tier(first)
+                    seed(self)
+                    tier = [n for n in tier if n not in first]
+            self._start_tier(tier)
+            if role == Role.BOOKIE:
+                for c in {n.cluster for n in tier}:
+                    self.wait_writable_bookies(c)
+
+    @staticmethod
+    def _first_per_cluster(nodes: list[Node]) -> list[Node]:
+        return [next(n for n in nodes if n.cluster == c) for c in dict.fromkeys(n.cluster for n in nodes)]
+
+    def _start_tier(self, tier: list[Node]) -> None:
+        for n in tier:
+            self.wait_registration_gone(n)
+            self.spawn(n)
+        with ThreadPoolExecutor(max_workers=len(tier)) as pool:
+            for f in [pool.submit(self.wait_ready, n) for n in tier]:
+                f.result()
+
+    def initialize_metadata(self) -> set[str]:
+        """Run ``initialize-cluster-metadata`` once per cluster (recorded in the state); return
+        the clusters initialized now."""
+        todo = [c for c in self.topo.clusters if c.name not in self.state.initialized]
+        if not todo:
+            return set()
+        self.distribution()
+
+        def init(cluster: str) -> None:
+            log_path = self.state_dir / "logs" / f"init-{cluster}.log"
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            args = [
+                "--cluster", cluster,
+                "--metadata-store", self.topo.metadata_store_url(cluster),
+                "--configuration-metadata-store", self.topo.configuration_store_url(),
+                "--web-service-url", self.topo.web_url(cluster),
+                "--broker-service-url", self.topo.service_url(cluster),
+            ]
+            self.run_metadata_init(cluster, args, log_path)
+            self.say(f"cluster {cluster}: metadata initialized")
+
+        with ThreadPoolExecutor(max_workers=len(todo)) as pool:
+            for f in [pool.submit(init, c.name) for c in todo]:
+                f.result()
+        self.state.initialized = sorted({*self.state.initialized, *(c.name for c in todo)})
+        self.state.save(self.state_dir)
+        return {c.name for c in todo}
+
+    def wait_writable_bookies(self, cluster: str) -> None:
+        """Enough writable bookies for the cluster's ensemble are registered."""
+        need = self.topo.cluster(cluster).persistence.ensemble
+        bookies = [b for b in self.topo.nodes_of(Role.BOOKIE, cluster) if self.alive(b.name)]
+        probe_node = bookies[0]
+        addr = self.topo.address_of(probe_node)
+        url = f"http://{addr}:{probe_node.port('http')}/api/v1/bookie/list_bookies?type=rw&print_hostnames=false"
+        wait_for(
+            cluster, HttpOk(url, accept=lambda r: len(r.json()) >= need),
+            what=f"{need} writable bookies registered in cluster {cluster}", timeout=timeout("bookie"),
+            log_file=self.log_file(probe_node.name),
+        )
+
+    def up(
+        self, check: Callable[[NodeRuntime], None] | None = None, seed: Callable[[NodeRuntime], None] | None = None
+    ) -> UpResult:
+        """Bring every node up and ready; safe to re-run. ``check`` runs once all nodes are ready;
+        ``seed`` once the first broker of each cluster is (see :meth:`start_nodes`)."""
+        t0 = time.monotonic()
+        previous = ClusterState.load(self.state_dir)
+        if previous is not None:
+            if previous.runtime != self.runtime:
+                raise StateError(
+                    f"{self.state_dir} holds a cluster of the {previous.runtime!r} runtime; "
+                    "run 'pulsarlab down' first or choose another --state-dir"
+                )
+            recorded = self.state_dir / "topology.yaml"
+            same = recorded.is_file() and yaml.safe_load(recorded.read_text()) == self.topo.model_dump(mode="json")
+            if not same and (previous.initialized or any(self.alive(n.name) for n in self.topo.nodes)):
+                raise StateError(
+                    f"{self.state_dir} holds a different {previous.name!r} cluster; "
+                    "run 'pulsarlab down' first or choose another --state-dir"
+                )
+        missing = [n for n in self.topo.nodes if not self.alive(n.name)]
+        if not missing:
+            return UpResult(True, time.monotonic() - t0, [])
+        self.forget([n.name for n in missing])  # pids of processes that are gone (a crash, a reboot)
+        fresh = not self.state.initialized
+        self.check_ports(missing)
+        self.distribution()
+        self.state.distribution, self.state.version = str(self.dist.home), self.dist.version
+        self.prepare(missing)
+        self.state.save(self.state_dir)
+        started = [n.name for n in missing]
+        try:
+            self.start_nodes(missing, seed)
+            if check is not None:
+                check(self)
+        except BaseException:
+            self.say("start failed: stopping the nodes this run started")
+            for name in reversed(started):
+                if self.alive(name):
+                    self.stop_process(name, kill=True)
+            self.forget(started)
+            if fresh:
+                self.wipe_data()
+                self.state.initialized = []
+            self.state.save(self.state_dir)
+            raise
+        return UpResult(False, time.monotonic() - t0, started)
+
+    # ----- node control ------------------------------------------------------------------------
+    def stop_node(self, name: str, kill: bool = False) -> None:
+        node = self.topo.node(name)
+        if not self.alive(node.name):
+            self.say(f"{name} is not running")
+        else:
+            pid = self.process_info(name)[0]
+            self.stop_process(name, kill)
+            how = "killed (SIGKILL" if kill else "stopped ("
+            self.say(f"{name} {how}{', ' if kill else ''}{f'pid {pid}' if pid else self.runtime})")
+        self.forget([node.name])
+
+    def start_node(self, name: str) -> None:
+        node = self.topo.node(name)
+        if self.alive(name):
+            self.say(f"{name} is already running")
+            return
+        self.check_ports([node])
+        try:
+            self.start_nodes([node])
+        except BaseException:
+            if self.alive(name):
+                self.stop_process(name, kill=True)
+            self.forget([name])
+            raise
+
+    def pause_node(self, name: str) -> None:
+        self._running(name)
+        self.pause_process(name, True)
+        self.say(f"{name} paused")
+
+    def resume_node(self, name: str) -> None:
+        self._running(name)
+        self.pause_process(name, False)
+        self.say(f"{name} resumed")
+
+    def _running(self, name: str) -> None:
+        if not self.alive(self.topo.node(name).name):
+            raise StateError(f"node {name} is not running")
+
+    def down(self, keep_data: bool = False) -> list[str]:
+        """Stop every node (brokers, then bookies, then ZooKeeper); wipe data unless kept."""
+        stopped = []
+        for role in reversed(TIERS):
+            names = [n.name for n in self.topo.nodes_of(role) if self.alive(n.name)]
+            with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
+                for f in [pool.submit(self.stop_process, name, False) for name in names]:
+                    f.result()
+            stopped += names
+        self.forget([n.name for n in self.topo.nodes])
+        left = [n.name for n in self.topo.nodes if self.alive(n.name)]
+        if left:
+            raise StateError(f"nodes still running after down: {', '.join(left)}")
+        self.teardown(keep_data)
+        if keep_data:
+            self.state.save(self.state_dir)
+        else:
+            self.wipe_data()
+            ClusterState.path(self.state_dir).unlink(missing_ok=True)
+        return stopped
+
+    # ----- status ------------------------------------------------------------------------------
+    def status(self) -> list[NodeStatus]:
+        def one(n: Node) -> NodeStatus:
+            pid, alive, paused = self.process_info(n.name)
+            ready = alive and not paused and self.readiness_probe(n)()[0]
+            return NodeStatus(n.name, n.role.value, n.cluster, n.region, self.topo.address_of(n),
+                              pid if alive else None, alive, paused, ready)
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            return list(pool.map(one, self.topo.nodes))
