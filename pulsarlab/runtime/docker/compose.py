@@ -13,14 +13,13 @@ import hashlib
 import json
 import os
 import re
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from pulsarlab.render import TEMPLATES_DIR, NodeDirs, node_dirs, render_node, write_topology
-from pulsarlab.runtime.jvm import jvm_env, memory_limit_mb
+from pulsarlab.runtime.jvm import hosts_text, memory_limit_mb, pulsar_env
 from pulsarlab.topology import Node, Role, Topology
 
 COMPOSE_FILE = "compose.yaml"
@@ -54,34 +53,6 @@ def project_name(topo: Topology, state_dir: Path) -> str:
     digest = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:8]
     slug = re.sub(r"[^a-z0-9_-]+", "-", topo.name.lower()).strip("-") or "cluster"
     return f"pulsarlab-{slug}-{digest}"
-
-
-def hosts_text(topo: Topology, node: Node) -> str:
-    """A hosts file in which this machine's name resolves to the node's own address.
-
-    BookKeeper's placement policy finds a broker's region from ``InetAddress.getLocalHost()``; every
-    node on one machine (and every host-network container) shares the machine's name, so each
-    broker gets its own view through ``-Djdk.net.hosts.file`` and the rack map can tell them apart.
-    """
-    hostname = socket.gethostname()
-    lines = [f"{topo.address_of(node)} {hostname}"]
-    if hostname != "localhost":
-        lines.append("127.0.0.1 localhost")
-    return "\n".join(lines) + "\n"
-
-
-def pulsar_env(topo: Topology, node: Node, dirs: NodeDirs) -> dict[str, str]:
-    """What ``bin/pulsar`` reads, for a node whose files are at ``dirs`` (host or container paths)."""
-    extra = f"-Djdk.net.hosts.file={dirs.conf / 'hosts'}" if node.role == Role.BROKER else ""
-    env = jvm_env(topo, node, extra)
-    env.update({
-        "PULSAR_LOG_CONF": str(dirs.conf / "log4j2.yaml"), "PULSAR_LOG_DIR": str(dirs.logs),
-        "PULSAR_LOG_APPENDER": "Console",
-        "PULSAR_ZK_CONF": str(dirs.conf_file(Role.ZOOKEEPER)),
-        "PULSAR_BOOKKEEPER_CONF": str(dirs.conf_file(Role.BOOKIE)),
-        "PULSAR_BROKER_CONF": str(dirs.conf_file(Role.BROKER)),
-    })
-    return env
 
 
 def health_script(topo: Topology, node: Node) -> str:

@@ -1,0 +1,34 @@
+"""Cluster-tier fixtures shared by the docker tests."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pulsarlab.errors import DockerEngineError
+from pulsarlab.runtime.docker import engine
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "docker-engine"
+
+
+@pytest.fixture(scope="session")
+def docker_host() -> Iterator[str]:
+    """The engine at DOCKER_HOST (as `.ci/run` starts it); else one started here with
+    ``scripts/docker-engine start`` and stopped at the end (only if started here)."""
+    try:
+        yield engine.check().host
+        return
+    except DockerEngineError:
+        pass
+    proc = subprocess.run([str(SCRIPT), "start"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, f"scripts/docker-engine start failed:\n{proc.stderr[-3000:]}"
+    m = re.search(r"DOCKER_HOST=(\S+)", proc.stdout)
+    assert m, proc.stdout
+    try:
+        yield engine.check(m.group(1)).host
+    finally:
+        subprocess.run([str(SCRIPT), "stop"], capture_output=True, text=True, timeout=120)
