@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from pulsarlab import ops
 from pulsarlab.errors import DockerEngineError
-from pulsarlab.runtime.docker import engine
+from pulsarlab.runtime.docker import engine, image
+from pulsarlab.runtime.docker.cluster import DockerCluster
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "docker-engine"
 
@@ -32,3 +36,19 @@ def docker_host() -> Iterator[str]:
         yield engine.check(m.group(1)).host
     finally:
         subprocess.run([str(SCRIPT), "stop"], capture_output=True, text=True, timeout=120)
+
+
+@contextlib.contextmanager
+def docker_deployment(topology: str, host: str, pool, root: Path) -> Iterator[DockerCluster]:
+    """``topology`` up (and configured) on the docker runtime under ``root``, down at the end. The
+    local cluster the pool holds goes first: the containers bind the same addresses."""
+    pool.close()
+    image.ensure_image(host=host)
+    t0 = time.monotonic()
+    _, cluster = ops.up(topology, runtime="docker", state_dir=root / topology, say=print)
+    print(f"docker {topology} ready and configured in {time.monotonic() - t0:.1f}s")
+    try:
+        yield cluster
+    finally:
+        if (cluster.state_dir / "state.json").is_file():
+            cluster.down()

@@ -8,7 +8,6 @@ bind the same 127.0.R.N addresses as the local smoke cluster, which is taken dow
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,10 +15,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pulsarlab import ops
 from pulsarlab.cli import app
-from pulsarlab.runtime.docker import image
 from pulsarlab.runtime.docker.cluster import DockerCluster
+from tests.cluster.conftest import docker_deployment
 from tests.cluster.test_smoke import assert_exactly_once
 
 runner = CliRunner()
@@ -27,17 +25,8 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def docker_smoke(docker_host: str, cluster_pool, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerCluster]:
-    cluster_pool.close()
-    image.ensure_image(host=docker_host)
-    state = tmp_path_factory.mktemp("docker") / "smoke"
-    t0 = time.monotonic()
-    _, cluster = ops.up("smoke", runtime="docker", state_dir=state, say=print)
-    print(f"docker smoke ready in {time.monotonic() - t0:.1f}s")
-    try:
+    with docker_deployment("smoke", docker_host, cluster_pool, tmp_path_factory.mktemp("docker")) as cluster:
         yield cluster
-    finally:
-        if (state / "state.json").is_file():
-            cluster.down()
 
 
 def cli(*args: str) -> str:
