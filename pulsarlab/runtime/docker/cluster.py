@@ -154,11 +154,13 @@ class DockerCluster(NodeRuntime):
 
     # ----- what the project holds (tests and status use it) -------------------------------------
     def project_containers(self) -> list[str]:
-        label = {"label": f"com.docker.compose.project={self.project}"}
-        return [c.name for c in self.docker.container.list(all=True, filters=label)]
+        return [c.name for c in self.docker.container.list(all=True, filters=self._ours())]
 
     def project_volumes(self) -> list[str]:
-        return [v.name for v in self.docker.volume.list(filters={"label": f"com.docker.compose.project={self.project}"})]
+        return [v.name for v in self.docker.volume.list(filters=self._ours())]
+
+    def _ours(self) -> list[tuple[str, str]]:
+        return [("label", f"com.docker.compose.project={self.project}")]
 
 
 def _last(exc: DockerException) -> str:
