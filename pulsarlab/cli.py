@@ -47,7 +47,7 @@ def topologies(as_json: JsonOpt = False) -> None:
 def render_cmd(
     topology: TopologyOpt,
     out_dir: Annotated[Path, typer.Option("--out", help="folder to write into")],
-    runtime: Annotated[str, typer.Option(help="local")] = "local",
+    runtime: Annotated[str, typer.Option(help="local or docker")] = "local",
     distribution: Annotated[str | None, typer.Option(help="start from this distribution's conf/")] = None,
 ) -> None:
     """Render every node's configuration without starting anything."""
@@ -59,7 +59,7 @@ def render_cmd(
 @reported
 def up(
     topology: TopologyOpt = "smoke",
-    runtime: Annotated[str, typer.Option(help="local")] = "local",
+    runtime: Annotated[str, typer.Option(help="local or docker")] = "local",
     state_dir: StateDirOpt = None,
     distribution: Annotated[str | None, typer.Option(help="a pulsar-server-distribution tarball or folder")] = None,
     apply: Annotated[bool, typer.Option("--apply", help="on a running cluster, fix its differences from the topology")] = False,

@@ -52,7 +52,13 @@ def find_state_dir(state_dir: Path | None) -> Path:
 def render_topology(topology: str, out_dir: Path, runtime: str = "local", dist: str | None = None) -> list[Path]:
     _check_runtime(runtime)
     topo = load(topology)
-    base = distribution.resolve(dist).conf if dist else None
+    resolved = distribution.resolve(dist) if dist else None
+    base = resolved.conf if resolved else None
+    if runtime == "docker":  # the nodes' configuration with container paths, plus the compose file
+        from pulsarlab.runtime.docker.compose import render_compose
+        from pulsarlab.runtime.docker.image import default_tag
+
+        return render_compose(topo, out_dir, default_tag(resolved.version if resolved else distribution.DEFAULT_VERSION), base)
     return rendering.render(topo, out_dir, base)
 
 

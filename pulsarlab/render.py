@@ -139,7 +139,12 @@ def render(topo: Topology, out: Path, base_conf: Path | None = None) -> list[Pat
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
             written.append(path)
+    written.append(write_topology(topo, out))
+    return written
+
+
+def write_topology(topo: Topology, out: Path) -> Path:
+    """The resolved topology beside the rendered files (what later commands open)."""
     resolved = out / "topology.yaml"
     resolved.write_text(yaml.safe_dump(topo.model_dump(mode="json"), sort_keys=False))
-    written.append(resolved)
-    return written
+    return resolved

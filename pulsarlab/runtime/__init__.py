@@ -11,7 +11,10 @@ from pulsarlab.errors import StateError, UsageError
 from pulsarlab.runtime.state import ClusterState
 from pulsarlab.topology import Topology
 
-RUNTIMES: dict[str, str] = {"local": "pulsarlab.runtime.local:LocalCluster"}
+RUNTIMES: dict[str, str] = {
+    "local": "pulsarlab.runtime.local:LocalCluster",
+    "docker": "pulsarlab.runtime.docker.cluster:DockerCluster",
+}
 """Runtime name -> ``module:class`` (imported only when used: docker needs python-on-whales)."""
 
 

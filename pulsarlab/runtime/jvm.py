@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+
+from pulsarlab.render import NodeDirs
 from pulsarlab.topology import Node, Role, Topology
 
 
@@ -36,3 +39,31 @@ def heap_and_direct_mb(topo: Topology, node: Node) -> tuple[int, int]:
         Role.BOOKIE: (j.bookie_heap_mb, j.bookie_direct_mb),
         Role.BROKER: (j.broker_heap_mb, j.broker_direct_mb),
     }[node.role]
+
+
+def hosts_text(topo: Topology, node: Node) -> str:
+    """A hosts file in which this machine's name resolves to the node's own address.
+
+    BookKeeper's placement policy finds a broker's region from ``InetAddress.getLocalHost()``; every
+    node on one machine (and every host-network container) shares the machine's name, so each
+    broker gets its own view through ``-Djdk.net.hosts.file`` and the rack map can tell them apart.
+    """
+    hostname = socket.gethostname()
+    lines = [f"{topo.address_of(node)} {hostname}"]
+    if hostname != "localhost":
+        lines.append("127.0.0.1 localhost")
+    return "\n".join(lines) + "\n"
+
+
+def pulsar_env(topo: Topology, node: Node, dirs: NodeDirs) -> dict[str, str]:
+    """What ``bin/pulsar`` reads, for a node whose files are at ``dirs`` (host or container paths)."""
+    extra = f"-Djdk.net.hosts.file={dirs.conf / 'hosts'}" if node.role == Role.BROKER else ""
+    env = jvm_env(topo, node, extra)
+    env.update({
+        "PULSAR_LOG_CONF": str(dirs.conf / "log4j2.yaml"), "PULSAR_LOG_DIR": str(dirs.logs),
+        "PULSAR_LOG_APPENDER": "Console",
+        "PULSAR_ZK_CONF": str(dirs.conf_file(Role.ZOOKEEPER)),
+        "PULSAR_BOOKKEEPER_CONF": str(dirs.conf_file(Role.BOOKIE)),
+        "PULSAR_BROKER_CONF": str(dirs.conf_file(Role.BROKER)),
+    })
+    return env

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ import psutil
 from pulsarlab.errors import NodeStartError, ProcessFailedError
 from pulsarlab.render import render
 from pulsarlab.runtime.base import NodeRuntime, timeout
-from pulsarlab.runtime.jvm import jvm_env
+from pulsarlab.runtime.jvm import hosts_text, pulsar_env
 from pulsarlab.runtime.state import ClusterState, ProcessRecord
 from pulsarlab.runtime.waits import log_tail
 from pulsarlab.topology import Node, Role
@@ -78,37 +77,17 @@ class LocalCluster(NodeRuntime):
     def _env(self, node: Node) -> dict[str, str]:
         dist = self.distribution()
         dirs = self.dirs(node)
-        extra = f"-Djdk.net.hosts.file={self.local_hosts_file(node)}" if node.role == Role.BROKER else ""
         env = dict(os.environ)
-        env.update(jvm_env(self.topo, node, extra))
-        env.update({
-            "PULSAR_LOG_CONF": str(dirs.conf / "log4j2.yaml"), "PULSAR_LOG_DIR": str(dirs.logs),
-            "PULSAR_LOG_APPENDER": "Console",
-            "PULSAR_ZK_CONF": str(dirs.conf_file(Role.ZOOKEEPER)),
-            "PULSAR_BOOKKEEPER_CONF": str(dirs.conf_file(Role.BOOKIE)),
-            "PULSAR_BROKER_CONF": str(dirs.conf_file(Role.BROKER)),
-        })
+        env.update(pulsar_env(self.topo, node, dirs))
         if dist.java.home:
             env["JAVA_HOME"] = str(dist.java.home)
         return env
 
-    def local_hosts_file(self, node: Node) -> Path:
-        """A hosts file for one JVM in which this machine's name resolves to the node's own address.
-
-        BookKeeper's placement policy finds the broker's own region from
-        ``InetAddress.getLocalHost()``; on a shared machine that is the same for every node, so
-        each broker gets its own view and the rack map can tell the brokers' regions apart.
-        """
-        return self.dirs(node).conf / "hosts"
-
     def write_local_hosts(self, node: Node) -> None:
-        hostname = socket.gethostname()
-        lines = [f"{self.topo.address_of(node)} {hostname}"]
-        if hostname != "localhost":
-            lines.append("127.0.0.1 localhost")
-        path = self.local_hosts_file(node)
+        """The broker's own view of this machine's name (see :func:`pulsarlab.runtime.jvm.hosts_text`)."""
+        path = self.dirs(node).conf / "hosts"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("\n".join(lines) + "\n")
+        path.write_text(hosts_text(self.topo, node))
 
     def spawn(self, node: Node) -> None:
         """Start one node's JVM in the background and record its pid."""

@@ -7,37 +7,15 @@ answers and leaves it as it found it (stops it only if it started it). Run under
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pulsarlab import distribution
-from pulsarlab.errors import DockerEngineError, ImageMissingError
+from pulsarlab.errors import ImageMissingError
 from pulsarlab.runtime.docker import engine, image
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "docker-engine"
-
-
-@pytest.fixture(scope="module")
-def docker_host() -> Iterator[str]:
-    try:
-        yield engine.check().host
-        return
-    except DockerEngineError:
-        pass
-    proc = subprocess.run([str(SCRIPT), "start"], capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, f"scripts/docker-engine start failed:\n{proc.stderr[-3000:]}"
-    m = re.search(r"DOCKER_HOST=(\S+)", proc.stdout)
-    assert m, proc.stdout
-    try:
-        yield engine.check(m.group(1)).host
-    finally:
-        subprocess.run([str(SCRIPT), "stop"], capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture(scope="module")

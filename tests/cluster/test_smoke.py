@@ -55,6 +55,14 @@ def consume_all(cluster: LocalCluster, topic: str, expected: int, timeout: float
         c.close()
 
 
+def assert_exactly_once(cluster: LocalCluster, topic: str, n: int, prefix: str) -> None:
+    """``n`` messages produced to ``topic`` are each consumed exactly once."""
+    sent = produce(cluster, topic, n, prefix)
+    got = consume_all(cluster, topic, len(sent))
+    assert len(got) == n
+    assert sorted(got) == sorted(sent)
+
+
 def test_status_shows_every_node_ready(smoke: LocalCluster) -> None:
     result = runner.invoke(app, ["status", "--json", "--state-dir", str(smoke.state_dir)])
     assert result.exit_code == 0, result.output
@@ -69,11 +77,7 @@ def test_status_shows_every_node_ready(smoke: LocalCluster) -> None:
 
 
 def test_thousand_messages_arrive_exactly_once(smoke: LocalCluster) -> None:
-    topic = f"persistent://smoke/test/once-{uuid.uuid4().hex[:8]}"
-    sent = produce(smoke, topic, 1000, "m")
-    got = consume_all(smoke, topic, len(sent))
-    assert len(got) == 1000
-    assert sorted(got) == sorted(sent)
+    assert_exactly_once(smoke, f"persistent://smoke/test/once-{uuid.uuid4().hex[:8]}", 1000, "m")
 
 
 def test_up_twice_changes_nothing(smoke: LocalCluster) -> None:
@@ -92,9 +96,7 @@ def test_losing_one_bookie_keeps_producing_and_it_rejoins(smoke: LocalCluster) -
     smoke.state = LocalCluster.open(smoke.state_dir).state
     assert not smoke.alive("bk1")
 
-    topic = f"persistent://smoke/test/bookie-loss-{uuid.uuid4().hex[:8]}"
-    sent = produce(smoke, topic, 200, "k")  # E=2 of the 2 bookies left
-    assert sorted(consume_all(smoke, topic, len(sent))) == sorted(sent)
+    assert_exactly_once(smoke, f"persistent://smoke/test/bookie-loss-{uuid.uuid4().hex[:8]}", 200, "k")  # E=2 of 2 left
 
     result = runner.invoke(app, ["node", "start", "bk1", "--state-dir", state])
     assert result.exit_code == 0, result.output

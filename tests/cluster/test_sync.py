@@ -58,7 +58,12 @@ def _drain(
 def test_every_ledger_has_a_copy_in_each_region_and_an_eu_broker_owns_the_topic(
     sync: LocalCluster, produced: list[bytes]
 ) -> None:
-    report = placement.inspect(sync, TOPIC)
+    assert_placed_in_both_regions(sync, TOPIC)
+
+
+def assert_placed_in_both_regions(cluster: LocalCluster, topic: str) -> None:
+    """An eu broker owns ``topic`` and every ledger of it has one copy in eu and one in us."""
+    report = placement.inspect(cluster, topic)
     [t] = report.topics
     assert t.owner_region == "eu" and t.home_region == "eu"
     assert t.ledgers, "the topic has no ledger"
@@ -91,10 +96,10 @@ def test_configure_repairs_drift_then_has_nothing_to_change(sync: LocalCluster) 
     assert again.changes == [] and again.restarted == []
 
 
-def _produce(cluster: LocalCluster, payloads: list[bytes]) -> None:
+def _produce(cluster: LocalCluster, payloads: list[bytes], topic: str = TOPIC) -> None:
     c = client(cluster.topo.service_url("mycluster"))
     try:
-        p = c.create_producer(TOPIC, batching_enabled=False, send_timeout_millis=30000)
+        p = c.create_producer(topic, batching_enabled=False, send_timeout_millis=30000)
         for data in payloads:
             p.send(data)
         p.close()

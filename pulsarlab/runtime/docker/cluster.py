@@ -1,0 +1,168 @@
+"""The docker runtime: every node is a container of one compose project per deployment.
+
+What all runtimes share (start order, readiness, up/down bookkeeping) is in
+:mod:`pulsarlab.runtime.base`; this module maps its primitives onto compose calls through
+python-on-whales. Only containers and volumes of this deployment's project are ever touched.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from python_on_whales import Container, DockerClient, DockerException
+
+from pulsarlab.deployment import Say, quiet
+from pulsarlab.distribution import Distribution
+from pulsarlab.errors import NodeStartError, ProcessFailedError, StateError
+from pulsarlab.runtime.base import NodeRuntime, timeout
+from pulsarlab.runtime.docker import compose, engine
+from pulsarlab.runtime.docker.image import default_tag
+from pulsarlab.runtime.waits import log_tail
+from pulsarlab.topology import Node, Topology
+
+SETTINGS_FILE = "docker.json"
+
+
+class DockerCluster(NodeRuntime):
+    """A topology run as the containers of one compose project under ``state_dir``."""
+
+    runtime = "docker"
+
+    def __init__(self, topo: Topology, state_dir: Path, dist: Distribution | None = None, say: Say = quiet,
+                 image: str | None = None, host: str | None = None):
+        super().__init__(topo, state_dir, dist, say)
+        saved = self._settings()
+        self.image = image or saved.get("image")
+        self.host = host or saved.get("host") or engine.default_host()
+        self.project = compose.project_name(topo, self.state_dir)
+        self._docker: DockerClient | None = None
+
+    # ----- the engine and the project -----------------------------------------------------------
+    def _settings(self) -> dict:
+        path = self.state_dir / SETTINGS_FILE
+        return json.loads(path.read_text()) if path.is_file() else {}
+
+    @property
+    def compose_file(self) -> Path:
+        return self.state_dir / compose.COMPOSE_FILE
+
+    @property
+    def docker(self) -> DockerClient:
+        """A client bound to this project; the engine and the compose plugin are checked once."""
+        if self._docker is None:
+            self._docker = engine.client(self.host, compose=True, compose_files=[self.compose_file],
+                                         compose_project_name=self.project)
+        return self._docker
+
+    def container_name(self, name: str) -> str:
+        return f"{self.project}-{self.topo.node(name).name}"
+
+    def _container(self, name: str) -> Container | None:
+        try:
+            return self.docker.container.inspect(self.container_name(name))
+        except DockerException:
+            return None
+
+    # ----- primitives ---------------------------------------------------------------------------
+    def prepare(self, nodes: list[Node]) -> None:
+        """The compose file and every node's configuration; the engine and the image are checked
+        first, so a missing one is one clear error before anything starts."""
+        self.image = self.image or default_tag(self.distribution().version)
+        self.docker  # noqa: B018 - checks client, engine and compose plugin
+        engine.require_image(self.image, self.docker)
+        compose.render_compose(self.topo, self.state_dir, self.image, self.distribution().conf, self.project)
+        (self.state_dir / SETTINGS_FILE).write_text(
+            json.dumps({"image": self.image, "host": self.host, "project": self.project}, indent=2))
+        self.say(f"compose project {self.project} ({self.image}, {self.compose_file})")
+
+    def spawn(self, node: Node) -> None:
+        """Create (or re-start) the node's container; readiness is the caller's to wait for."""
+        log = self.dirs(node).log_file
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "a") as fh:
+            fh.write(f"\n===== pulsarlab: starting {node.name} (container {self.container_name(node.name)}) "
+                     f"at {time.ctime()} =====\n")
+        try:
+            self.docker.compose.up([node.name], detach=True, dependencies=False, quiet=True, pull="never")
+        except DockerException as exc:
+            raise NodeStartError(node.name, "its container to start", 0, log_tail(log), _last(exc)) from None
+        c = self._container(node.name)
+        self.say(f"{node.name} started (container {self.container_name(node.name)}, pid {c.state.pid if c else '?'}, "
+                 f"{self.topo.address_of(node)})")
+
+    def node_alive(self, name: str) -> bool:
+        c = self._container(name)
+        return c is not None and bool(c.state.running)
+
+    def process_info(self, name: str) -> tuple[int | None, bool, bool]:
+        c = self._container(name)
+        alive = c is not None and bool(c.state.running)
+        return (c.state.pid if alive else None), alive, alive and bool(c.state.paused)
+
+    def stop_process(self, name: str, kill: bool) -> None:
+        c = self._container(name)
+        if c is None or not c.state.running:
+            return
+        if c.state.paused:  # a frozen JVM cannot act on SIGTERM
+            self.docker.compose.unpause([name])
+        if kill:
+            self.docker.compose.kill([name], signal="SIGKILL")
+        else:
+            self.docker.compose.stop([name], timeout=int(timeout("stop")))
+
+    def pause_process(self, name: str, paused: bool) -> None:
+        (self.docker.compose.pause if paused else self.docker.compose.unpause)([name])
+
+    def run_metadata_init(self, cluster: str, args: list[str], log_path: Path) -> None:
+        """``initialize-cluster-metadata`` in a one-off container of the project's init service, its
+        output in ``log_path`` (which must be in ``<state>/logs``: that folder is what it mounts)."""
+        if log_path.parent.resolve() != (self.state_dir / "logs").resolve():
+            raise StateError(f"the docker runtime writes init logs to {self.state_dir / 'logs'}, not {log_path.parent}")
+        log_path.write_text("")
+        cmd = ["initialize-cluster-metadata", *args]
+        inner = compose.log_command(cmd, f"{compose.CONTAINER.logs}/{log_path.name}")
+        name = f"{self.project}-init-{cluster}"
+        limit = timeout("init")
+        try:
+            self.docker.compose.run(compose.INIT_SERVICE, inner, detach=True, name=name, tty=False,
+                                        dependencies=False)
+            deadline = time.monotonic() + limit
+            while (state := self.docker.container.inspect(name).state).running:
+                if time.monotonic() > deadline:
+                    raise NodeStartError(f"init-{cluster}", "initialize-cluster-metadata to finish", limit,
+                                         log_tail(log_path))
+                time.sleep(0.5)
+            rc = state.exit_code
+        finally:
+            if self.docker.container.exists(name):
+                self.docker.container.remove(name, force=True)
+        if rc != 0:
+            raise ProcessFailedError(["bin/pulsar", *cmd], rc, log_tail(log_path, 40))
+
+    def wipe_data(self) -> None:
+        """The project's containers and data volumes (a volume in use by a container cannot go)."""
+        if self.compose_file.is_file():
+            self.docker.compose.down(volumes=True, timeout=int(timeout("stop")), remove_orphans=True, quiet=True)
+
+    def teardown(self, keep_data: bool) -> None:
+        """Every container of the project (nodes are stopped by now); volumes stay when kept."""
+        if self.compose_file.is_file():
+            self.docker.compose.down(volumes=not keep_data, timeout=int(timeout("stop")), remove_orphans=True,
+                                     quiet=True)
+
+    # ----- what the project holds (tests and status use it) -------------------------------------
+    def project_containers(self) -> list[str]:
+        return [c.name for c in self.docker.container.list(all=True, filters=self._ours())]
+
+    def project_volumes(self) -> list[str]:
+        return [v.name for v in self.docker.volume.list(filters=self._ours())]
+
+    def _ours(self) -> list[tuple[str, str]]:
+        return [("label", f"com.docker.compose.project={self.project}")]
+
+
+def _last(exc: DockerException) -> str:
+    text = (exc.stderr or exc.stdout or str(exc)).strip().splitlines()
+    return text[-1] if text else str(exc)

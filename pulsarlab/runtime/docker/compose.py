@@ -1,0 +1,153 @@
+"""One compose project per deployment, rendered from ``pulsarlab/templates/compose.yaml.j2``.
+
+Each node is a service named as the topology names it (``zk``, ``bk1-eu``, ``pulsar1-eu``...) on
+the host network, binding its own 127.0.R.N address like on the local runtime. Its rendered
+configuration (written with the container's paths) is bind-mounted read-only, its log folder
+bind-mounted so the host reads ``node.log`` where the local runtime keeps it, and its data lives in
+a named volume of the project.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from pulsarlab.render import TEMPLATES_DIR, NodeDirs, node_dirs, render_node, write_topology
+from pulsarlab.runtime.jvm import hosts_text, memory_limit_mb, pulsar_env
+from pulsarlab.topology import Node, Role, Topology
+
+COMPOSE_FILE = "compose.yaml"
+INIT_SERVICE = "metadata-init"
+COMMAND = {Role.ZOOKEEPER: "zookeeper", Role.BOOKIE: "bookie", Role.BROKER: "broker"}
+STOP_GRACE_S = 30
+# how long a health check may fail while the JVM starts before the container counts as unhealthy
+START_PERIOD_S = {Role.ZOOKEEPER: 60, Role.BOOKIE: 120, Role.BROKER: 180}
+# room besides heap and direct memory in a container: metaspace, code cache, threads, the init process
+MEMORY_OVERHEAD_MB = 256
+
+
+@dataclass(frozen=True)
+class ContainerDirs(NodeDirs):
+    """Where a node's files are inside its container: conf and logs mounted from the host beside the
+    image's own ``/pulsar/conf`` (whose scripts ``bin/pulsar`` still reads), data in the image's
+    group-writable ``/pulsar/data`` (a fresh named volume takes that folder's owner and mode)."""
+
+    root: Path = Path("/pulsarlab")
+
+    @property
+    def data(self) -> Path:
+        return Path("/pulsar/data")
+
+
+CONTAINER = ContainerDirs()
+
+
+def project_name(topo: Topology, state_dir: Path) -> str:
+    """``pulsarlab-<topology>-<8 hex of the state dir>``: two deployments never share a project."""
+    digest = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:8]
+    slug = re.sub(r"[^a-z0-9_-]+", "-", topo.name.lower()).strip("-") or "cluster"
+    return f"pulsarlab-{slug}-{digest}"
+
+
+def health_script(topo: Topology, node: Node) -> str:
+    """A bash health check with nothing but bash's ``/dev/tcp`` (the official image has no nc)."""
+    addr = topo.address_of(node)
+    if node.role == Role.ZOOKEEPER:
+        return (f"exec 3<>/dev/tcp/{addr}/{node.port('client')} && printf ruok >&3 && "
+                'read -r -t 3 answer <&3; [ "$answer" = imok ]')
+    port, path = (node.port("http"), "/api/v1/bookie/is_ready") if node.role == Role.BOOKIE else (
+        node.port("web"), "/admin/v2/brokers/ready")
+    return (f"exec 3<>/dev/tcp/{addr}/{port} && printf 'GET {path} HTTP/1.0\\r\\nHost: {addr}\\r\\n\\r\\n' >&3 && "
+            'read -r -t 3 status <&3; [[ "$status" == HTTP/1.?" 200 "* ]]')
+
+
+def log_command(args: list[str], log: str) -> list[str]:
+    """``bin/pulsar <args>`` with its output appended to ``log`` inside the container (``exec``: the
+    JVM replaces bash, so the container's init hands SIGTERM straight to it)."""
+    quoted = " ".join(_sh_quote(a) for a in args)
+    return ["bash", "-c", f"exec bin/pulsar {quoted} >>{log} 2>&1"]
+
+
+def _sh_quote(s: str) -> str:
+    return s if re.fullmatch(r"[\w@%+=:,./-]+", s) else "'" + s.replace("'", "'\\''") + "'"
+
+
+@dataclass
+class Service:
+    name: str
+    role: str
+    container: str
+    command: list[str]
+    env: dict[str, str]
+    conf: str
+    logs: str
+    volume: str = ""
+    health: str = ""
+    mem_limit_mb: int = 0
+    start_period: int = 0
+
+
+def services(topo: Topology, state_dir: Path, project: str) -> list[Service]:
+    out = []
+    for node in topo.nodes:
+        host = node_dirs(state_dir, node)
+        out.append(Service(
+            name=node.name, role=node.role.value, container=f"{project}-{node.name}",
+            command=log_command([COMMAND[node.role]], str(CONTAINER.log_file)),
+            env=pulsar_env(topo, node, CONTAINER), conf=str(host.conf), logs=str(host.logs),
+            volume=f"data-{node.name}", health=health_script(topo, node),
+            mem_limit_mb=memory_limit_mb(topo, node, MEMORY_OVERHEAD_MB), start_period=START_PERIOD_S[node.role],
+        ))
+    return out
+
+
+def init_service(topo: Topology, state_dir: Path, project: str) -> Service:
+    """The one-off service that runs ``initialize-cluster-metadata`` (ZooKeeper's JVM settings and log
+    configuration; its output goes to ``<state>/logs/init-<cluster>.log``)."""
+    zk = topo.nodes_of(Role.ZOOKEEPER)[0]
+    return Service(
+        name=INIT_SERVICE, role="metadata-init", container=f"{project}-{INIT_SERVICE}", command=[],
+        env=pulsar_env(topo, zk, CONTAINER), conf=str(node_dirs(state_dir, zk).conf),
+        logs=str(state_dir.resolve() / "logs"), mem_limit_mb=memory_limit_mb(topo, zk, MEMORY_OVERHEAD_MB),
+    )
+
+
+def compose_text(topo: Topology, state_dir: Path, image: str, project: str, user: str | None = None) -> str:
+    env = Environment(loader=FileSystemLoader(str(TEMPLATES_DIR)), undefined=StrictUndefined,
+                      keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+    env.filters["dollars"] = lambda s: s.replace("$", "$$")  # compose interpolates $NAME
+    env.filters["q"] = lambda v: json.dumps(str(v) if isinstance(v, Path) else v)  # JSON scalars are YAML
+    return env.get_template("compose.yaml.j2").render(
+        project=project, topo=topo, image=image, user=user or f"{os.getuid()}:0", container=CONTAINER,
+        services=services(topo, state_dir, project), init=init_service(topo, state_dir, project),
+        stop_grace=STOP_GRACE_S,
+    )
+
+
+def render_compose(topo: Topology, out: Path, image: str, base_conf: Path | None = None,
+                   project: str | None = None) -> list[Path]:
+    """Write every node's configuration (with its container paths) under ``out/nodes/<node>/conf``,
+    the brokers' hosts files, empty log folders and ``out/compose.yaml``; return the files written."""
+    out = out.resolve()
+    written: list[Path] = []
+    for node in topo.nodes:
+        host = node_dirs(out, node)
+        files = {host.conf / p.name: text for p, text in render_node(topo, node, CONTAINER, base_conf).items()}
+        if node.role == Role.BROKER:
+            files[host.conf / "hosts"] = hosts_text(topo, node)
+        for path, text in files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            written.append(path)
+        host.logs.mkdir(parents=True, exist_ok=True)
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    path = out / COMPOSE_FILE
+    path.write_text(compose_text(topo, out, image, project or project_name(topo, out)))
+    written += [path, write_topology(topo, out)]
+    return written

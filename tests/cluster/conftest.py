@@ -1,0 +1,54 @@
+"""Cluster-tier fixtures shared by the docker tests."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pulsarlab import ops
+from pulsarlab.errors import DockerEngineError
+from pulsarlab.runtime.docker import engine, image
+from pulsarlab.runtime.docker.cluster import DockerCluster
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "docker-engine"
+
+
+@pytest.fixture(scope="session")
+def docker_host() -> Iterator[str]:
+    """The engine at DOCKER_HOST (as `.ci/run` starts it); else one started here with
+    ``scripts/docker-engine start`` and stopped at the end (only if started here)."""
+    try:
+        yield engine.check().host
+        return
+    except DockerEngineError:
+        pass
+    proc = subprocess.run([str(SCRIPT), "start"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, f"scripts/docker-engine start failed:\n{proc.stderr[-3000:]}"
+    m = re.search(r"DOCKER_HOST=(\S+)", proc.stdout)
+    assert m, proc.stdout
+    try:
+        yield engine.check(m.group(1)).host
+    finally:
+        subprocess.run([str(SCRIPT), "stop"], capture_output=True, text=True, timeout=120)
+
+
+@contextlib.contextmanager
+def docker_deployment(topology: str, host: str, pool, root: Path) -> Iterator[DockerCluster]:
+    """``topology`` up (and configured) on the docker runtime under ``root``, down at the end. The
+    local cluster the pool holds goes first: the containers bind the same addresses."""
+    pool.close()
+    image.ensure_image(host=host)
+    t0 = time.monotonic()
+    _, cluster = ops.up(topology, runtime="docker", state_dir=root / topology, say=print)
+    print(f"docker {topology} ready and configured in {time.monotonic() - t0:.1f}s")
+    try:
+        yield cluster
+    finally:
+        if (cluster.state_dir / "state.json").is_file():
+            cluster.down()

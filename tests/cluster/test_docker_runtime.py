@@ -1,0 +1,78 @@
+"""The smoke topology on the docker runtime: one compose project, real Pulsar in containers.
+
+Needs the engine (``.ci/run`` starts it; else the ``docker_host`` fixture does) and the image
+(built here if its inputs changed, a no-op otherwise). Run under the cluster lock: the containers
+bind the same 127.0.R.N addresses as the local smoke cluster, which is taken down first.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pulsarlab.cli import app
+from pulsarlab.runtime.docker.cluster import DockerCluster
+from tests.cluster.conftest import docker_deployment
+from tests.cluster.test_smoke import assert_exactly_once
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def docker_smoke(docker_host: str, cluster_pool, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerCluster]:
+    with docker_deployment("smoke", docker_host, cluster_pool, tmp_path_factory.mktemp("docker")) as cluster:
+        yield cluster
+
+
+def cli(*args: str) -> str:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_status_shows_every_node_ready_in_its_container(docker_smoke: DockerCluster) -> None:
+    report = json.loads(cli("status", "--json", "--state-dir", str(docker_smoke.state_dir)))
+    assert report["runtime"] == "docker"
+    assert {n["name"] for n in report["nodes"]} == {"zk", "bk1", "bk2", "bk3", "pulsar1"}
+    assert all(n["ready"] and n["pid"] for n in report["nodes"])
+    docker = docker_smoke.docker
+    for n in report["nodes"]:
+        c = docker.container.inspect(docker_smoke.container_name(n["name"]))
+        assert c.state.running and c.state.pid == n["pid"]
+        assert c.host_config.network_mode == "host" and c.host_config.init
+        assert c.host_config.memory > 0
+    # the node's log is on the host, where log_file says, written by the JVM in the container
+    assert docker_smoke.log_file("pulsar1") == docker_smoke.state_dir / "nodes" / "pulsar1" / "logs" / "node.log"
+    assert " INFO " in docker_smoke.log_tail("pulsar1", 200)
+
+
+def test_thousand_messages_arrive_exactly_once(docker_smoke: DockerCluster) -> None:
+    assert_exactly_once(docker_smoke, f"persistent://smoke/test/docker-once-{uuid.uuid4().hex[:8]}", 1000, "m")
+
+
+def test_killed_bookie_container_keeps_producing_and_rejoins(docker_smoke: DockerCluster) -> None:
+    state = str(docker_smoke.state_dir)
+    cli("node", "kill", "bk1", "--state-dir", state)
+    c = docker_smoke.docker.container.inspect(docker_smoke.container_name("bk1"))
+    assert not c.state.running and c.state.exit_code == 137  # SIGKILL, not a clean stop
+    assert not docker_smoke.alive("bk1")
+
+    # E=2 of the 2 bookies left
+    assert_exactly_once(docker_smoke, f"persistent://smoke/test/docker-bookie-loss-{uuid.uuid4().hex[:8]}", 200, "k")
+
+    cli("node", "start", "bk1", "--state-dir", state)
+    status = json.loads(cli("status", "--json", "--state-dir", state))
+    assert all(n["ready"] for n in status["nodes"])
+
+
+def test_down_leaves_no_container_or_volume_of_the_project(docker_smoke: DockerCluster) -> None:
+    assert len(docker_smoke.project_volumes()) == 5
+    cli("down", "--state-dir", str(docker_smoke.state_dir))
+    assert docker_smoke.project_containers() == []
+    assert docker_smoke.project_volumes() == []
+    assert not Path(docker_smoke.state_dir / "state.json").exists()
