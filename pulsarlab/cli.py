@@ -286,6 +286,32 @@ def inspect_bookies(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> 
     out.print(table)
 
 
+@inspect_app.command("replication")
+@reported
+def inspect_replication(
+    topic: Annotated[str | None, typer.Option(help="one topic, e.g. persistent://world/global/orders")] = None,
+    state_dir: StateDirOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Per topic and direction: the replicator's connection, backlog (entries) and delay (s).
+
+    Exit code 4 when a replicator is not connected."""
+    report = ops.inspect_replication(state_dir, topic)
+    if as_json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return
+    table = Table("topic", "from", "to", "connected", "backlog", "delay s", "rate out/s")
+    for d in report.directions:
+        state = "[green]yes[/]" if d.connected else f"[red]no[/]{' (' + d.error + ')' if d.error else ''}"
+        table.add_row(d.topic, d.source, d.destination, state, _cell(d.backlog), _cell(d.delay_seconds),
+                      "-" if d.rate_out is None else f"{d.rate_out:.1f}")
+    out.print(table)
+    if not report.directions:
+        err.print("no replicated topic yet", highlight=False)
+    if any(not d.connected for d in report.directions):
+        raise typer.Exit(4)
+
+
 image_app = typer.Typer(no_args_is_help=True, help="Pulsar container images, built without any registry.")
 app.add_typer(image_app, name="image")
 

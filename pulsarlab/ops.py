@@ -10,7 +10,7 @@ import pulsar
 
 from pulsarlab import distribution
 from pulsarlab import render as rendering
-from pulsarlab.admin import metrics, placement, reconcile
+from pulsarlab.admin import metrics, placement, reconcile, replication
 from pulsarlab.admin.client import AdminClient
 from pulsarlab.admin.reconcile import Report
 from pulsarlab.deployment import Deployment, Say, UpResult
@@ -107,6 +107,10 @@ def configure(state_dir: Path | None, dry_run: bool = False, say: Say = _quiet) 
 
 def inspect_placement(state_dir: Path | None, topic: str | None = None) -> placement.PlacementReport:
     return placement.inspect(open_cluster(state_dir), topic)
+
+
+def inspect_replication(state_dir: Path | None, topic: str | None = None) -> replication.ReplicationReport:
+    return replication.inspect(open_cluster(state_dir), topic)
 
 
 def inspect_bookies(state_dir: Path | None) -> list[metrics.BookieCounters]:
