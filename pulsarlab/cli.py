@@ -141,7 +141,10 @@ def workload_run(
     duration: Annotated[float, typer.Option(help="seconds of producing")] = 10.0,
     batching: bool = True,
     deduplication: Annotated[bool, typer.Option(help="broker-side producer deduplication")] = False,
-    cluster: Annotated[str | None, typer.Option(help="cluster to connect to (default: the first)")] = None,
+    cluster: Annotated[str | None, typer.Option(help="cluster the producers connect to (default: the first)")] = None,
+    consume_cluster: Annotated[
+        str | None, typer.Option(help="cluster the consumers connect to (default: the producers'); geo: another one")
+    ] = None,
     region: Annotated[str | None, typer.Option(help="region the clients stand in, recorded in the history")] = None,
     state_dir: StateDirOpt = None,
 ) -> None:
@@ -160,7 +163,8 @@ def workload_run(
                 f"in flight {c.in_flight}  received {c.received}  stored {c.stored}")
 
     with Live("", console=err, refresh_per_second=4, transient=True) as live:
-        result = ops.workload_run(state_dir, cfg, out_dir, cluster, region, tick=lambda c: live.update(line(c)))
+        result = ops.workload_run(state_dir, cfg, out_dir, cluster, region, tick=lambda c: live.update(line(c)),
+                                  consume_cluster=consume_cluster)
     out.print(line(result.counters))
     for e in result.errors[:5]:
         err.print(f"[yellow]driver:[/] {e.splitlines()[0] if e else e}")

@@ -11,6 +11,7 @@ of the oldest entry not yet replicated (0 when nothing waits).
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -108,3 +109,16 @@ def inspect(cluster: Deployment, topic: str | None = None) -> ReplicationReport:
                 report.directions += directions_from_stats(name, source, others, stats)
     report.directions.sort(key=lambda d: (d.topic, d.source, d.destination))
     return report
+
+
+def wait_caught_up(cluster: Deployment, topic: str, source: str, timeout: float, interval: float = 1.0) -> ReplicationReport:
+    """Wait (at most ``timeout`` s) until every replicator of ``topic`` from ``source`` is connected
+    with nothing left to send; return the last report either way (what did not arrive is then the
+    verifier's to find)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        report = inspect(cluster, topic)
+        mine = [d for d in report.directions if d.source == source]
+        if (mine and all(d.connected and d.backlog == 0 for d in mine)) or time.monotonic() >= deadline:
+            return report
+        time.sleep(interval)
