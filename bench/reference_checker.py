@@ -1,13 +1,15 @@
 """A plain single-process checker (pyarrow + Python sets), to compare the Spark verifier against.
 
 Implements lost, never_delivered, duplicated_in_storage and unexpected with the same rules as
-``pulsarlab.verify`` for a single-cluster history (read rows are the storage view). Usage:
-``python bench/reference_checker.py RUN_DIR``.
+``pulsarlab.verify`` for a single-cluster history (read rows are the storage view), and
+not_replicated (an acknowledged message missing from a cluster its topic replicates to, per the
+run manifest, counted per destination). Usage: ``python bench/reference_checker.py RUN_DIR``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from collections import defaultdict
@@ -49,10 +51,32 @@ def check(directory: str | Path) -> dict[str, int]:
     seen = set(stored).union(*delivered.values())
     return {
         "lost": len(acked - stored),
+        "not_replicated": _not_replicated(Path(directory), data, producer_ids),
         "never_delivered": sum(len(stored - got) for got in delivered.values()),
         "duplicated_in_storage": sum(1 for ids in stored_ids.values() if len(ids) > 1),
         "unexpected": len(seen - invoked),
     }
+
+
+def _not_replicated(directory: Path, data: ds.Dataset, producer_ids: dict[str, int]) -> int:
+    manifest = directory / "_run.json"
+    targets = json.loads(manifest.read_text()).get("replication") or {} if manifest.exists() else {}
+    if not targets:
+        return 0
+    op, kind = pc.field("op"), pc.field("type")
+    cols = ["producer", "seq", "cluster", "topic"]
+    stored_on: dict[str, set[int]] = defaultdict(set)
+    reads = data.to_table(cols, filter=op == "read")
+    for code, cluster in zip(_codes(reads, producer_ids), reads.column("cluster").to_pylist(), strict=True):
+        stored_on[cluster].add(code)
+    acks = data.to_table(cols, filter=(op == "send") & (kind == "ok"))
+    missing = set()
+    for code, cluster, topic in zip(_codes(acks, producer_ids), acks.column("cluster").to_pylist(),
+                                    acks.column("topic").to_pylist(), strict=True):
+        for dest in targets.get(re.sub(r"-partition-[0-9]+$", "", topic or ""), []):
+            if dest != cluster and code not in stored_on[dest]:
+                missing.add((code, dest))
+    return len(missing)
 
 
 def main() -> None:
