@@ -28,3 +28,24 @@ def test_each_destination_gets_one_direction_and_a_missing_replicator_is_not_con
 
 def test_namespace_of_a_topic() -> None:
     assert replication.namespace_of("persistent://world/global/orders-partition-1") == "world/global"
+
+
+def test_geo_workload_produces_on_one_cluster_consumes_on_the_other_and_reads_both() -> None:
+    from types import SimpleNamespace
+
+    import pytest
+
+    from pulsarlab import ops
+    from pulsarlab.errors import StateError
+
+    geo = SimpleNamespace(topo=load("geo"))
+    t = ops.workload_target(geo, "cluster-eu", None, "cluster-us", "persistent://world/global/orders")  # type: ignore[arg-type]
+    assert (t.cluster, t.consumer_cluster, t.consumer_url) == ("cluster-eu", "cluster-us", "pulsar://127.0.2.3:6650,127.0.2.4:6650")
+    assert sorted(t.read_clusters) == ["cluster-eu", "cluster-us"] and t.replication == ["cluster-eu", "cluster-us"]
+    same = ops.workload_target(geo, "cluster-eu", None, None, "persistent://world/global/orders")  # type: ignore[arg-type]
+    assert same.consumer_cluster == "cluster-eu" and same.consumer_url == same.service_url
+    with pytest.raises(StateError, match="no cluster 'cluster-ap'"):
+        ops.workload_target(geo, "cluster-eu", None, "cluster-ap")  # type: ignore[arg-type]
+    sync = SimpleNamespace(topo=load("sync"))
+    one = ops.workload_target(sync, None, None, None, "persistent://mytenant/eu/orders")  # type: ignore[arg-type]
+    assert list(one.read_clusters) == ["mycluster"] and one.replication == []
