@@ -1,14 +1,22 @@
-"""How fast is ``pulsarlab verify`` at scale, next to a plain single-process checker?
+"""The Spark verifier next to the reference checker: do they agree on every rule, and how fast is each at scale?
 
-Generates synthetic histories (send invoke+ok, receive, ack and read rows: five rows per
-message) with a few planted anomalies, then times the Spark verifier and
-``bench/reference_checker.py`` on each, every one in its own process so peak RSS (whole process
-tree, Spark JVM included) is sampled cleanly with psutil. Usage::
+Histories come from :mod:`bench.history_gen`: one run on two clusters in the format of
+``docs/history.md`` (subscribe, send, receive, ack, read and scan rows; ``_run.json``), with
+anomalies planted at known counts.
 
-    python bench/verify_scale.py --sizes 1000000,10000000 [--workdir DIR] [--keep] [--reuse]
+``--check`` (small, about a minute): one history per planted kind (each check, a subscription
+known only from its ``subscribe`` row, other runs' messages, a missing, a short and a failed scan,
+a failed consumer, a failed producer, an unfinished run), one clean and one with everything. Both
+checkers judge each; any difference in status, number of reasons or a check's count is printed
+and makes the exit code 1, as does the reference disagreeing with what was planted.
 
-``--reuse`` verifies histories already in ``--workdir`` (kept by an earlier ``--keep`` run) instead
-of generating them again.
+Timing (default): per size, both checkers judge the same history (every presence anomaly planted)
+``--repeats`` times, each checker in a process of its own whose peak RSS (whole process tree, the
+Spark JVM included) is sampled. For Spark, the session (JVM) start is timed on its own first,
+then each ``verify()``. Prints min and median of each. Usage::
+
+    python bench/verify_scale.py --check
+    python bench/verify_scale.py --sizes 1000000,10000000 --repeats 3 [--reference-max 1000000] [--workdir DIR] [--keep]
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import argparse
 import contextlib
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,88 +33,67 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: import this checkout's packages, not installed ones
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psutil
-import pyarrow as pa
-import pyarrow.compute as pc
 from rich.console import Console
 from rich.table import Table
 
-from pulsarlab.history import conform, write_table
+from bench.history_gen import EVIDENCE, KINDS, generate
+from bench.reference_checker import check as reference_check
 
-PRODUCERS = 8  # powers of two: index arithmetic is shifts and masks
-CONSUMERS = 4
-KEYS = 128
-T0 = 1_700_000_000_000_000_000
-RATE = 100_000  # messages per second the synthetic run produced
-TOPIC = "persistent://public/default/bench"
-HERE = Path(__file__).resolve().parent
-LOST = [11, 222_222, 777_777]  # acknowledged, not stored
-NEVER_DELIVERED = [5, 333_333]  # stored, not received
-PLANTED = {"lost": len(LOST), "never_delivered": len(NEVER_DELIVERED)}
+HERE = Path(__file__).resolve()
+CHECK_SIZE = 30_000
+PRESENCE_KINDS = frozenset(KINDS) - EVIDENCE
 
 
-def _const(n: int, value: str) -> pa.Array:
-    return pc.fill_null(pa.nulls(n, pa.string()), value)
+# ----- workers (each in a process of its own) -----------------------------------------------
+
+def worker(kind: str, directories: list[str], repeats: int) -> None:
+    """Judge each directory ``repeats`` times (each timed); for Spark, start and time the session first."""
+    t = time.monotonic()
+    if kind == "spark":
+        from pulsarlab.verify import spark_session, verify
+
+        spark_session()
+
+        def judge(d: str) -> dict[str, Any]:
+            return spark_summary(verify(d).to_json())
+    else:
+        judge = reference_check
+    session = time.monotonic() - t
+    results = []
+    for d in directories:
+        seconds = []
+        for _ in range(repeats):
+            t = time.monotonic()
+            verdict = judge(d)
+            seconds.append(time.monotonic() - t)
+        results.append({"directory": d, "seconds": seconds, **verdict})
+    print(json.dumps({"session_seconds": session, "results": results}))
 
 
-def _int(x: pa.Array | int) -> pa.Array:
-    return pc.cast(x, pa.int64())
-
-
-def generate(directory: Path, n: int) -> None:
-    """Write a history of ``n`` messages; vectorised, no Python loop over messages."""
-    k = pa.array(range(n), pa.int64())
-    producer = pc.take(pa.array([f"producer-{i}" for i in range(PRODUCERS)]), pc.bit_wise_and(k, PRODUCERS - 1))
-    seq = pc.shift_right(k, PRODUCERS.bit_length() - 1)
-    key = pc.take(pa.array([f"key-{i}" for i in range(KEYS)]), pc.bit_wise_and(seq, KEYS - 1))
-    ledger, entry = pc.add(pc.shift_right(k, 16), 1000), pc.bit_wise_and(k, 0xFFFF)
-    mid = pc.binary_join_element_wise(pc.cast(ledger, pa.string()), pc.cast(entry, pa.string()), "-1", "-1", ":")
-    invoke_ts = pc.add(pc.multiply(k, 1_000_000_000 // RATE), T0)
-    jitter = pc.bit_wise_and(pc.multiply(k, 2_654_435_761), 0x3FFFFF)  # 0..4.2 ms
-    ok_ts = pc.add(invoke_ts, pc.add(jitter, 2_000_000))
-    recv_ts = pc.add(ok_ts, pc.add(pc.shift_right(jitter, 1), 1_000_000))
-    ack_ts = pc.add(recv_ts, 200_000)
-    common = {"producer": producer, "seq": seq, "key": key, "topic": _const(n, TOPIC), "cluster": _const(n, "c1")}
-
-    def rows(op: str, ts: pa.Array, **extra: pa.Array) -> dict[str, pa.Array]:
-        return {"op": _const(n, op), "ts": ts, **common, **extra}
-
-    sends = [
-        conform(pa.table(rows("send", invoke_ts, type=_const(n, "invoke")))),
-        conform(pa.table(rows("send", ok_ts, type=_const(n, "ok"), message_id=mid))),
-    ]
-    pidx = pc.bit_wise_and(k, PRODUCERS - 1)
-    for p in range(PRODUCERS):
-        write_table(directory, f"producer-{p}", pa.concat_tables([t.filter(pc.equal(pidx, p)) for t in sends]))
-    delivery = {"message_id": mid, "subscription": _const(n, "sub"), "publish_ts": invoke_ts}
-    consumer = pc.bit_wise_and(pc.bit_wise_and(seq, KEYS - 1), CONSUMERS - 1)
-    cname = pc.take(pa.array([f"consumer-{i}" for i in range(CONSUMERS)]), consumer)
-    received = pc.invert(pc.is_in(k, pa.array(NEVER_DELIVERED, pa.int64())))
-    zero = pc.cast(pc.multiply(k, 0), pa.int32())
-    recv = conform(pa.table(rows("receive", recv_ts, consumer=cname, redelivery_count=zero, **delivery)))
-    ack = conform(pa.table(rows("ack", ack_ts, consumer=cname, **delivery)))
-    for c in range(CONSUMERS):
-        mine = pc.and_(pc.equal(consumer, c), received)
-        write_table(directory, f"consumer-{c}", pa.concat_tables([recv.filter(mine), ack.filter(mine)]))
-    stored = pc.invert(pc.is_in(k, pa.array(LOST, pa.int64())))
-    read = pa.table(rows("read", pc.add(k, T0 + 10**12), message_id=mid, read_index=k)).filter(stored)
-    write_table(directory, "read-c1", read)
+def spark_summary(j: dict[str, Any]) -> dict[str, Any]:
+    """Status, reasons, counts and message counts from a ``verdict.json`` (older verifiers have no status)."""
+    return {"status": j.get("status", "pass" if j.get("ok") else "fail"), "reasons": j.get("reasons", []),
+            "counts": {c["name"]: c["count"] for c in j["checks"]}, "messages": j.get("metrics", {}).get("messages", {})}
 
 
 @dataclass
 class Measured:
-    seconds: float
     wall: float
     peak_rss_mib: float
-    counts: dict[str, int]
+    output: dict[str, Any]
 
 
 def _tree_rss(proc: psutil.Process) -> int:
     total = 0
     try:
         tree = [proc, *proc.children(recursive=True)]
-    except psutil.Error:  # a child (a Python worker) ended while the tree was listed: try again next tick
+    except psutil.Error:  # a child ended while the tree was listed: try again next tick
         return 0
     for p in tree:
         with contextlib.suppress(psutil.Error):
@@ -113,10 +101,11 @@ def _tree_rss(proc: psutil.Process) -> int:
     return total
 
 
-def measure(argv: list[str]) -> Measured:
-    """Run a worker process, sampling its process tree's RSS every 100 ms."""
+def run_worker(kind: str, directories: list[Path], repeats: int) -> Measured:
+    """Run a worker process over ``directories``, sampling its process tree's RSS every 100 ms."""
+    argv = [sys.executable, str(HERE), f"--worker-{kind}", *map(str, directories), "--repeats", str(repeats)]
     started = time.monotonic()
-    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     proc, peak, done = psutil.Process(child.pid), 0, threading.Event()
 
     def sample() -> None:
@@ -126,79 +115,137 @@ def measure(argv: list[str]) -> Measured:
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    out, _ = child.communicate()
+    out, err = child.communicate()
     done.set()
     sampler.join()
     if child.returncode:
-        raise SystemExit(f"worker failed ({child.returncode}): {' '.join(argv)}\n{out}")
-    result = json.loads(out.strip().splitlines()[-1])
-    return Measured(result["seconds"], time.monotonic() - started, peak / 2**20, result["counts"])
+        raise SystemExit(f"{kind} worker failed ({child.returncode}): {' '.join(argv)}\n{err[-3000:]}")
+    return Measured(time.monotonic() - started, peak / 2**20, json.loads(out.strip().splitlines()[-1]))
 
 
-def _verify_worker(directory: str) -> None:
-    from pulsarlab.verify import spark_session, verify
+# ----- --check --------------------------------------------------------------------------------
 
-    spark_session()  # JVM start is not part of the verify figure (reported as wall time)
-    verdict = verify(directory)
-    print(json.dumps({"seconds": verdict.seconds, "counts": verdict.counts()}))
+def differences(ref: dict[str, Any], spark: dict[str, Any]) -> list[str]:
+    out = []
+    if ref["status"] != spark["status"]:
+        out.append(f"status: reference {ref['status']}, spark {spark['status']}")
+    if len(ref["reasons"]) != len(spark["reasons"]):
+        out.append(f"reasons: reference {len(ref['reasons'])} {ref['reasons']}, spark {len(spark['reasons'])} {spark['reasons']}")
+    for name in sorted(set(ref["counts"]) | set(spark["counts"])):
+        a, b = ref["counts"].get(name, "(no such check)"), spark["counts"].get(name, "(no such check)")
+        if a != b:
+            out.append(f"{name}: reference {a}, spark {b}")
+    return out
+
+
+def versus_planted(ref: dict[str, Any], planted: Any) -> list[str]:
+    nonzero = {k: v for k, v in ref["counts"].items() if v}
+    got = (ref["status"], len(ref["reasons"]), nonzero, ref["foreign"])
+    want = (planted.status, planted.reasons, planted.counts, planted.foreign)
+    return [] if got == want else [f"reference {got} but planted {want}"]
+
+
+def check_mode(workdir: Path, size: int) -> int:
+    histories: dict[str, Path] = {}
+    expected = {}
+    for name in (*KINDS, "clean", "all"):
+        kinds = {name} if name in KINDS else (set(KINDS) if name == "all" else set())
+        histories[name] = workdir / name
+        shutil.rmtree(histories[name], ignore_errors=True)
+        expected[name] = generate(histories[name], size, kinds).get(name)
+    ref = run_worker("reference", list(histories.values()), 1).output["results"]
+    spark_run = run_worker("spark", list(histories.values()), 1)
+    spark = spark_run.output["results"]
+    table = Table(title=f"--check: {size:,} messages per history")
+    for col in ("history", "reference", "spark", "agree"):
+        table.add_column(col)
+    failures = 0
+    for (name, _), r, s in zip(histories.items(), ref, spark, strict=True):
+        diff = differences(r, s)
+        if expected[name] is not None:
+            diff += versus_planted(r, expected[name])
+        elif name == "clean" and (r["status"], r["reasons"]) != ("pass", []):
+            diff.append(f"reference says {r['status']} on the clean history")
+        failures += bool(diff)
+
+        def brief(x: dict[str, Any]) -> str:
+            nz = ", ".join(f"{k}={v}" for k, v in x["counts"].items() if v)
+            return f"{x['status']} reasons={len(x['reasons'])} {nz}"
+
+        table.add_row(name, brief(r), brief(s), "yes" if not diff else "[red]NO[/]: " + "; ".join(diff))
+    console = Console(width=240)
+    console.print(table)
+    msg_diff = [(n, r["messages"], s["messages"]) for (n, _), r, s in zip(histories.items(), ref, spark, strict=True)
+                if s["messages"] and any(s["messages"].get(k) != v for k, v in r["messages"].items())]
+    for n, a, b in msg_diff:
+        console.print(f"messages differ on {n}: reference {a}, spark {b}")
+    console.print(f"spark session start {spark_run.output['session_seconds']:.1f} s; "
+                  f"{failures} of {len(histories)} histories disagree")
+    return 1 if failures else 0
+
+
+# ----- timing ---------------------------------------------------------------------------------
+
+def timing_mode(workdir: Path, sizes: list[int], repeats: int, keep: bool, reference_max: int) -> None:
+    table = Table(title=f"verify at scale: min / median of {repeats} runs (two clusters, ~5 rows per message)")
+    for col in ("messages", "generate s", "spark JVM start s", "spark verify s", "spark wall incl. JVM s", "spark peak RSS MiB",
+                "reference s", "reference peak RSS MiB", "agree"):
+        table.add_column(col, justify="right")
+    console = Console(width=240)
+    for n in sizes:
+        directory = workdir / f"run-{n}"
+        t = time.monotonic()
+        if not (directory / "_run.json").exists():
+            generate(directory, n, PRESENCE_KINDS)
+        generated = time.monotonic() - t
+        spark = run_worker("spark", [directory], repeats)
+        s = spark.output["results"][0]
+        if n > reference_max:  # its memory grows with the history (about 4.7 GiB per million messages here)
+            ref, r, diff = Measured(0.0, 0.0, {}), {"seconds": [], "status": "-", "counts": {}}, []
+        else:
+            ref = run_worker("reference", [directory], repeats)
+            r = ref.output["results"][0]
+            diff = differences(r, s)
+        console.print(f"n={n:,}: spark {s['status']} {s['counts']}; reference {r['status']} {r['counts']}")
+        for line in diff:
+            console.print(f"  differs: {line}")
+        jvm = spark.output["session_seconds"]
+
+        def mm(xs: list[float]) -> str:
+            return f"{min(xs):.1f} / {statistics.median(xs):.1f}" if xs else "-"
+
+        table.add_row(f"{n:,}", f"{generated:.1f}", f"{jvm:.1f}", mm(s["seconds"]), f"{jvm + s['seconds'][0]:.1f}",
+                      f"{spark.peak_rss_mib:,.0f}", mm(r["seconds"]), f"{ref.peak_rss_mib:,.0f}" if r["seconds"] else "-",
+                      "-" if not r["seconds"] else "yes" if not diff else "NO")
+        if not keep:
+            shutil.rmtree(directory)
+    console.print(table)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1000000,10000000", help="comma-separated message counts")
-    parser.add_argument("--workdir", type=Path, help="where histories go (default: a temp dir)")
+    parser.add_argument("--check", action="store_true", help="compare both checkers on one small history per planted kind")
+    parser.add_argument("--size", type=int, default=CHECK_SIZE, help="messages per history in --check")
+    parser.add_argument("--sizes", default="1000000,10000000", help="timing: comma-separated message counts")
+    parser.add_argument("--repeats", type=int, default=3, help="timing: runs of each checker per size")
+    parser.add_argument("--reference-max", type=int, default=1_000_000, help="timing: skip the reference checker above this size")
+    parser.add_argument("--workdir", type=Path, help="where histories go (default: a temp dir); timing reuses them")
     parser.add_argument("--keep", action="store_true", help="keep the generated histories")
-    parser.add_argument("--reuse", action="store_true", help="verify histories kept in --workdir, generating only missing ones")
-    parser.add_argument("--worker-verify", help=argparse.SUPPRESS)
+    parser.add_argument("--worker-spark", nargs="+", help=argparse.SUPPRESS)
+    parser.add_argument("--worker-reference", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.worker_verify:
-        _verify_worker(args.worker_verify)
+    if args.worker_spark or args.worker_reference:
+        worker("spark" if args.worker_spark else "reference", args.worker_spark or args.worker_reference, args.repeats)
         return
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="pulsarlab-bench-"))
-    table = Table(title="verify at scale (5 history rows per message)")
-    for col in (
-        "messages",
-        "rows",
-        "generate s",
-        "spark verify s",
-        "(wall incl. JVM)",
-        "spark peak RSS MiB",
-        "reference s",
-        "reference peak RSS MiB",
-        "reference/spark",
-        "counts agree",
-    ):
-        table.add_column(col, justify="right")
-    console = Console(width=200)
-    for n in (int(s) for s in args.sizes.split(",")):
-        directory = workdir / f"run-{n}"
-        t = time.monotonic()
-        if not (args.reuse and (directory / "read-c1.parquet").exists()):
-            shutil.rmtree(directory, ignore_errors=True)
-            generate(directory, n)
-        generated = time.monotonic() - t
-        spark = measure([sys.executable, str(Path(__file__).resolve()), "--worker-verify", str(directory)])
-        ref = measure([sys.executable, str(HERE / "reference_checker.py"), str(directory)])
-        agree = all(spark.counts.get(k) == v for k, v in ref.counts.items()) and all(
-            spark.counts[k] == v for k, v in PLANTED.items()
-        )
-        nonzero = {k: v for k, v in spark.counts.items() if v}
-        console.print(f"n={n:,}: spark {nonzero}, reference {ref.counts}")
-        table.add_row(
-            f"{n:,}",
-            f"{5 * n - 2 * len(NEVER_DELIVERED) - len(LOST):,}",
-            f"{generated:.1f}",
-            f"{spark.seconds:.1f}",
-            f"{spark.wall:.1f}",
-            f"{spark.peak_rss_mib:,.0f}",
-            f"{ref.seconds:.1f}",
-            f"{ref.peak_rss_mib:,.0f}",
-            f"{ref.seconds / spark.seconds:.2f}",
-            "yes" if agree else "NO",
-        )
-        if not args.keep:
-            shutil.rmtree(directory)
-    console.print(table)
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        if args.check:
+            sys.exit(check_mode(workdir, args.size))
+        timing_mode(workdir, [int(x) for x in args.sizes.split(",")], args.repeats, args.keep, args.reference_max)
+    finally:
+        if not args.keep and not args.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

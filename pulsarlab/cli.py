@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import signal
 import sys
@@ -10,37 +9,19 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from pulsarlab import ops
-from pulsarlab.errors import PulsarlabError
-from pulsarlab.topology import BUILTINS, builtin_descriptions
+from pulsarlab import cli_tools, ops
+from pulsarlab.cli_common import EXIT_CODES, JsonOpt, StateDirOpt, TopologyOpt, err, out, reported
+from pulsarlab.errors import UsageError
+from pulsarlab.topology import builtin_descriptions
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Real Apache Pulsar clusters as code.")
+# plain click errors: a bad option value is one "Error: ..." line under the usage, not a drawn box
+app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                  help=f"Real Apache Pulsar clusters as code.\n\n{EXIT_CODES}")
 node_app = typer.Typer(no_args_is_help=True, help="Operate one node of the running cluster.")
 app.add_typer(node_app, name="node")
 
-out = Console()
-err = Console(stderr=True)
-
-TopologyOpt = Annotated[str, typer.Option("--topology", "-t", help=f"built-in ({', '.join(BUILTINS)}) or a YAML file")]
-StateDirOpt = Annotated[Path | None, typer.Option("--state-dir", help="default: .pulsarlab/<topology name>")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output")]
-
-
-def reported(fn):
-    """Turn a PulsarlabError into one clear line on stderr and a non-zero exit."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except PulsarlabError as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
-            raise typer.Exit(exc.exit_code) from None
-
-    return wrapper
 
 
 def _say(msg: str) -> None:
@@ -48,6 +29,7 @@ def _say(msg: str) -> None:
 
 
 @app.command()
+@reported
 def topologies(as_json: JsonOpt = False) -> None:
     """List the built-in topologies."""
     desc = builtin_descriptions()
@@ -80,11 +62,26 @@ def up(
     runtime: Annotated[str, typer.Option(help="local")] = "local",
     state_dir: StateDirOpt = None,
     distribution: Annotated[str | None, typer.Option(help="a pulsar-server-distribution tarball or folder")] = None,
+    apply: Annotated[bool, typer.Option("--apply", help="on a running cluster, fix its differences from the topology")] = False,
 ) -> None:
-    """Start a real Pulsar cluster and wait until a message goes through it."""
-    result, cluster = ops.up(topology, runtime, state_dir, distribution, say=_say)
+    """Start a real Pulsar cluster and wait until a message goes through it.
+
+    On a cluster already running nothing starts and nothing changes: its differences from the
+    topology are listed (fixed only with --apply, or by 'pulsarlab configure').
+    """
+    result, cluster = ops.up(topology, runtime, state_dir, distribution, say=_say, apply=apply)
     if result.already_running:
-        out.print(f"cluster {cluster.topo.name!r} is already running in {cluster.state_dir}; nothing changed")
+        if not result.drift:
+            out.print(f"cluster {cluster.topo.name!r} is already running in {cluster.state_dir}; it matches its topology")
+        elif result.drift_fixed:
+            out.print(f"cluster {cluster.topo.name!r} is already running in {cluster.state_dir}; "
+                      f"fixed {len(result.drift)} difference(s) from its topology")
+        else:
+            out.print(f"cluster {cluster.topo.name!r} is already running in {cluster.state_dir}; nothing changed, but "
+                      f"{len(result.drift)} difference(s) from its topology (fix them with --apply or 'pulsarlab configure'):")
+            for c in result.drift:
+                out.print(f"  {c.cluster} {c.object} {c.field}: {_cell(c.current)} -> {_cell(c.desired)} ({c.action})",
+                          highlight=False, markup=False)
     else:
         out.print(f"cluster {cluster.topo.name!r} ready in {result.seconds:.1f}s ({len(result.started)} nodes started)")
     for c in cluster.topo.clusters:
@@ -94,7 +91,10 @@ def up(
 @app.command()
 @reported
 def status(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
-    """Show every node: pid, address, readiness."""
+    """Show every node: pid, address, readiness.
+
+    Exit code: 0 every node ready, 3 some node is not ready, 1 no cluster, 2 usage error.
+    """
     report = ops.status(state_dir)
     if as_json:
         print(json.dumps(report, indent=2))
@@ -116,9 +116,14 @@ def down(
     state_dir: StateDirOpt = None,
     keep_data: Annotated[bool, typer.Option("--keep-data", help="keep ZooKeeper and bookie data")] = False,
 ) -> None:
-    """Stop every node by pid; wipe the data unless --keep-data."""
+    """Stop every node by pid; wipe the data unless --keep-data. Nothing running is not an error (exit 0)."""
     stopped = ops.down(state_dir, keep_data, say=_say)
-    out.print(f"stopped {len(stopped)} nodes" + (" (data kept)" if keep_data else ""))
+    if stopped is None:
+        out.print("nothing to stop: no pulsarlab cluster here")
+    elif not stopped:
+        out.print("nothing to stop: no node was running" + (" (data kept)" if keep_data else " (state cleared)"))
+    else:
+        out.print(f"stopped {len(stopped)} nodes" + (" (data kept)" if keep_data else ""))
 
 
 workload_app = typer.Typer(no_args_is_help=True, help="Drive recorded traffic through the running cluster.")
@@ -148,15 +153,17 @@ def workload_run(
     region: Annotated[str | None, typer.Option(help="region the clients stand in, recorded in the history")] = None,
     state_dir: StateDirOpt = None,
 ) -> None:
-    """Produce and consume while recording every send, ack and delivery; then read storage back."""
+    """Produce and consume while recording every send, ack and delivery; then read storage back.
+
+    Exit code: 0 the history is complete, 1 nothing was sent or a driver failed, 2 usage error.
+    """
     from rich.live import Live
 
     try:
         cfg = ops.WorkloadConfig(topic, partitions, producers, consumers, subscription, subscription_type, keys, rate,
                                  message_size, duration, batching, deduplication)
     except ValueError as exc:
-        err.print(f"[bold red]error:[/] {exc}")
-        raise typer.Exit(2) from None
+        raise UsageError(str(exc)) from None
 
     def line(c) -> str:
         return (f"sent {c.invoked}  acked {c.acked}  failed {c.failed}  unknown {c.unknown}  "
@@ -253,7 +260,10 @@ def inspect_placement(
     state_dir: StateDirOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Owner broker and region of each topic, and the regions of every ledger's copies."""
+    """Owner broker and region of each topic, and the regions of every ledger's copies.
+
+    Exit code: 0 nothing flagged, 4 a placement flag was raised (printed), 1 no cluster, 2 usage error.
+    """
     report = ops.inspect_placement(state_dir, topic)
     if as_json:
         print(json.dumps(report.to_dict(), indent=2))
@@ -355,6 +365,9 @@ def _node_cmd(action: str):
 
 for _action in ("stop", "start", "kill", "pause", "resume"):
     node_app.command(_action)(_node_cmd(_action))
+
+
+cli_tools.register(app)  # env, logs, doctor
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -10,7 +10,7 @@ the implementations (local processes, docker compose) and opens the one a state 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -45,6 +45,8 @@ class UpResult:
     already_running: bool
     seconds: float
     started: list[str]
+    drift: list = field(default_factory=list)  # differences from the topology an `up` found on a running cluster
+    drift_fixed: bool = False
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pulsar
+import yaml
 
-from pulsarlab import distribution
+from pulsarlab import distribution, urls
 from pulsarlab import render as rendering
 from pulsarlab.admin import metrics, placement, reconcile, replication
 from pulsarlab.admin.client import AdminClient
@@ -68,15 +69,19 @@ def e2e_check(cluster: Deployment) -> None:
 
 
 def up(
-    topology: str, runtime: str = "local", state_dir: Path | None = None, dist: str | None = None, say: Say = _quiet
+    topology: str, runtime: str = "local", state_dir: Path | None = None, dist: str | None = None, say: Say = _quiet,
+    apply: bool = True,
 ) -> tuple[UpResult, Deployment]:
+    """Bring the topology up. On a cluster already running, nothing starts; its differences from
+    the topology are fixed if ``apply``, else only reported (``result.drift``)."""
     _check_runtime(runtime)
     topo = load(topology)
     state_dir = state_dir or STATE_ROOT / topo.name
     cluster = new_deployment(topo, state_dir, runtime, say)
     if all(cluster.alive(n.name) for n in topo.nodes) and ClusterState.load(state_dir) is not None:
         result = cluster.up()  # reports "already running" without touching anything (or refuses another runtime's)
-        configure_cluster(cluster, say=say)  # a no-op when nothing drifted
+        report = configure_cluster(cluster, dry_run=not apply, say=say)
+        result.drift, result.drift_fixed = report.changes, apply
         return result, cluster
     resolved = distribution.resolve(dist)
     say(f"Pulsar {resolved.version} from {resolved.home} (Java {resolved.java.major})")
@@ -137,8 +142,18 @@ def status(state_dir: Path | None) -> dict:
     }
 
 
-def down(state_dir: Path | None, keep_data: bool = False, say: Say = _quiet) -> list[str]:
+def down(state_dir: Path | None, keep_data: bool = False, say: Say = _quiet) -> list[str] | None:
+    """The nodes stopped; None when there is no cluster to stop (not an error: ``down`` is idempotent)."""
+    if state_dir is None and not list(STATE_ROOT.glob("*/state.json")):
+        return None
+    if state_dir is not None and ClusterState.load(state_dir) is None:
+        return None
     return open_cluster(state_dir, say).down(keep_data)
+
+
+def env(state_dir: Path | None, cluster_name: str | None = None) -> urls.ClusterEnv:
+    """Environment variables naming the running cluster's URLs (writes ``client.conf`` beside its state)."""
+    return urls.cluster_env(open_cluster(state_dir), cluster_name)
 
 
 def node_action(state_dir: Path | None, name: str, action: str, say: Say = _quiet) -> None:
@@ -278,8 +293,9 @@ def verify_history(
         raise UsageError(f"no expectations file {expectations}")
     try:
         expect = Expectations.load(expectations) if expectations else None
-    except ValueError as exc:
-        raise UsageError(f"expectations file {expectations}: {exc}") from None
+    except (ValueError, yaml.YAMLError) as exc:  # pydantic's ValidationError is a ValueError
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UsageError(f"expectations file {expectations}: {first}") from None
     return verify(
         directories, master=master, expect=expect, out=out, driver_memory=driver_memory, executor_python=executor_python
     )

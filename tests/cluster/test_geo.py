@@ -3,13 +3,16 @@ REST, a recorded workload produced on one and consumed on the other, replication
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from pulsarlab import ops
 from pulsarlab.admin import reconcile, replication
 from pulsarlab.admin.client import AdminClient
+from pulsarlab.cli import app
 from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.workload.manifest import read_manifest
 from pulsarlab.workload.run import WorkloadConfig
@@ -32,6 +35,16 @@ def test_geo_comes_up_configured_and_a_second_configure_changes_nothing(geo: Loc
     assert again.changes == [] and again.restarted == []
 
 
+def test_a_drifted_registration_is_put_back(geo: LocalCluster) -> None:
+    admin = AdminClient(geo.admin_url(EU))
+    want = geo.topo.registered_web_url(US)
+    admin.put_cluster(US, {**admin.cluster_data(US), "serviceUrl": "http://127.0.2.3:8080"}, create=False)
+    fixed = reconcile.configure(geo)
+    assert [(c.object, c.field, c.desired) for c in fixed.changes] == [(f"cluster {US}", "serviceUrl", want)]
+    assert AdminClient(geo.admin_url(US)).cluster_data(US)["serviceUrl"] == want
+    assert reconcile.configure(geo).changes == []
+
+
 def test_produced_on_eu_consumed_on_us_and_verified_replicated(geo: LocalCluster, tmp_path: Path) -> None:
     out = tmp_path / "run"
     cfg = WorkloadConfig("", producers=2, consumers=1, rate=300, duration=5)
@@ -50,3 +63,7 @@ def test_produced_on_eu_consumed_on_us_and_verified_replicated(geo: LocalCluster
     report = replication.inspect(geo, cfg.topic)
     [eu_to_us] = [d for d in report.directions if d.source == EU]
     assert (eu_to_us.destination, eu_to_us.connected, eu_to_us.backlog) == (US, True, 0), report.to_dict()
+    shown = CliRunner().invoke(app, ["inspect", "replication", "--topic", cfg.topic, "--json", "--state-dir", str(geo.state_dir)])
+    assert shown.exit_code == 0, shown.output
+    rows = json.loads(shown.stdout)["directions"]
+    assert {(d["source"], d["destination"], d["backlog"]) for d in rows if d["source"] == EU} == {(EU, US, 0)}

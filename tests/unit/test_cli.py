@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from pulsarlab.cli import app
 from pulsarlab.topology import BUILTIN_DIR, BUILTINS
+from tests.topology_files import builtin_at
 
 runner = CliRunner()
 
@@ -41,10 +42,7 @@ def test_invalid_topology_file_names_the_field(tmp_path: Path) -> None:
 
 
 def test_up_refuses_a_port_in_use_before_starting_anything(tmp_path: Path) -> None:
-    data = yaml.safe_load((BUILTIN_DIR / "smoke.yaml").read_text())
-    data["address_prefix"] = "127.211"
-    f = tmp_path / "smoke-elsewhere.yaml"
-    f.write_text(yaml.safe_dump(data))
+    f = builtin_at("smoke", "127.211", tmp_path)
     with socket.socket() as s:
         s.bind(("127.211.1.5", 8080))  # the broker's web port
         s.listen()

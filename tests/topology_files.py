@@ -1,0 +1,17 @@
+"""Topology files for tests: a built-in moved to an address range of its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from pulsarlab.topology import BUILTIN_DIR
+
+
+def builtin_at(name: str, address_prefix: str, folder: Path) -> Path:
+    """The built-in topology ``name`` with ``address_prefix`` (``127.<n>``), written into ``folder``."""
+    data = yaml.safe_load((BUILTIN_DIR / f"{name}.yaml").read_text())
+    path = folder / f"{name}-{address_prefix}.yaml"
+    path.write_text(yaml.safe_dump({**data, "address_prefix": address_prefix}))
+    return path

@@ -1,0 +1,180 @@
+"""The CLI's edges without a JVM: idempotent down, one-line errors with documented exit codes,
+URLs as environment variables, and node logs read through the deployment contract."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pulsarlab.cli import app
+from pulsarlab.cli_common import ERROR_LOG
+from pulsarlab.runtime import open_deployment
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def stopped(tmp_path: Path) -> Path:
+    """A state directory of a smoke cluster whose nodes are not running."""
+    state = tmp_path / "state"
+    assert runner.invoke(app, ["render", "--topology", "smoke", "--out", str(state)]).exit_code == 0
+    (state / "state.json").write_text(json.dumps({"name": "smoke", "runtime": "local", "topology_ref": "smoke"}))
+    return state
+
+
+def stamp(seconds_ago: float) -> str:
+    t = datetime.now(UTC) - timedelta(seconds=seconds_ago)
+    return t.strftime("%Y-%m-%dT%H:%M:%S,") + f"{t.microsecond // 1000:03d}+0000"
+
+
+def test_down_with_nothing_running_is_not_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no .pulsarlab/ here
+    result = runner.invoke(app, ["down"])
+    assert result.exit_code == 0, result.output
+    assert "nothing to stop" in result.stdout
+    result = runner.invoke(app, ["down", "--state-dir", str(tmp_path / "never-used")])
+    assert result.exit_code == 0 and "nothing to stop" in result.stdout
+
+
+def test_down_of_a_cluster_whose_nodes_are_gone_clears_its_state(stopped: Path) -> None:
+    result = runner.invoke(app, ["down", "--state-dir", str(stopped)])
+    assert result.exit_code == 0, result.output
+    assert "nothing to stop: no node was running" in result.stdout
+    assert not (stopped / "state.json").exists()
+
+
+@pytest.mark.parametrize("args, says", [
+    (["up", "--runtime", "nope"], "unknown runtime 'nope'"),
+    (["workload", "run", "--out", "x", "--subscription-type", "fanout"], "subscription type must be one of"),
+    (["env", "--format", "yaml"], "'yaml' is not one of 'shell', 'json', 'dotenv'"),
+    (["logs", "--lines", "-3", "pulsar1"], "Invalid value for '--lines' / '-n': Input should be greater than or equal to 0"),
+    (["logs"], "give one NODE, or --all"),
+])
+def test_a_bad_option_value_is_one_line_and_exit_2(args: list[str], says: str, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert says in result.stderr
+    assert len(result.stderr.strip().splitlines()) <= 6 and "Traceback" not in result.output  # click boxes the message
+    assert isinstance(result.exception, SystemExit)
+
+
+def test_a_malformed_expectations_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    history = tmp_path / "history"
+    history.mkdir()
+    expect = tmp_path / "expect.yaml"
+    expect.write_text("allow: [lost\n")
+    result = runner.invoke(app, ["verify", str(history), "--expect", str(expect)])
+    assert result.exit_code == 2, result.output
+    assert f"expectations file {expect}" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_an_unexpected_error_is_one_line_naming_its_type_and_log(tmp_path: Path) -> None:
+    (tmp_path / "state.json").write_text("{not json")  # a state file someone broke by hand
+    result = runner.invoke(app, ["status", "--state-dir", str(tmp_path)])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: JSONDecodeError: ")
+    assert len(result.stderr.strip().splitlines()) == 1 and str(ERROR_LOG) in result.stderr
+    assert "Traceback" in ERROR_LOG.read_text()
+    result = runner.invoke(app, ["status", "--json", "--state-dir", str(tmp_path)])
+    assert result.exit_code == 1
+    error = json.loads(result.stdout)["error"]
+    assert error["type"] == "JSONDecodeError" and error["exit_code"] == 1 and error["log"] == str(ERROR_LOG)
+
+
+def test_a_pulsarlab_error_with_json_is_a_json_object(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["status", "--json", "--state-dir", str(tmp_path)])
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["error"]["type"] == "StateError"
+
+
+def test_exit_codes_are_in_help() -> None:
+    def help_of(*args: str) -> str:
+        return " ".join(runner.invoke(app, [*args, "--help"]).stdout.split())
+
+    assert "2 usage error" in help_of()
+    assert "3 some node is not ready" in help_of("status")
+    assert "4 a placement flag" in help_of("inspect", "placement")
+
+
+def test_env_names_every_cluster_and_writes_client_conf(stopped: Path) -> None:
+    result = runner.invoke(app, ["env", "--state-dir", str(stopped)])
+    assert result.exit_code == 0, result.output
+    exported = dict(shlex.split(line.removeprefix("export "))[0].split("=", 1) for line in result.stdout.splitlines())
+    assert exported["PULSAR_SERVICE_URL"] == exported["PULSAR_SERVICE_URL_SMOKE"] == "pulsar://127.0.1.5:6650"
+    assert exported["PULSAR_ADMIN_URL"] == "http://127.0.1.5:8080"
+    conf = Path(exported["PULSAR_CLIENT_CONF"]).read_text()
+    assert "webServiceUrl=http://127.0.1.5:8080\n" in conf and "brokerServiceUrl=pulsar://127.0.1.5:6650\n" in conf
+    as_json = json.loads(runner.invoke(app, ["env", "--format", "json", "--state-dir", str(stopped)]).stdout)
+    assert as_json["PULSAR_CLIENT_CONF"] == exported["PULSAR_CLIENT_CONF"]
+    dotenv = runner.invoke(app, ["env", "--format", "dotenv", "--state-dir", str(stopped)]).stdout
+    assert "PULSAR_SERVICE_URL=pulsar://127.0.1.5:6650" in dotenv.splitlines()
+    bad = runner.invoke(app, ["env", "--cluster", "mars", "--state-dir", str(stopped)])
+    assert bad.exit_code == 2 and "no cluster 'mars'" in bad.stderr
+
+
+def test_logs_tail_since_and_all(stopped: Path) -> None:
+    log = open_deployment(stopped).log_file("pulsar1")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(f"{stamp(600)} [main] INFO old - starting\n  at a stack frame of the old line\n"
+                   f"{stamp(5)} [main] INFO new - ready\n  at a stack frame of the new line\n")
+    result = runner.invoke(app, ["logs", "pulsar1", "--lines", "1", "--state-dir", str(stopped)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "  at a stack frame of the new line\n"
+    recent = runner.invoke(app, ["logs", "pulsar1", "--since", "60", "--state-dir", str(stopped)]).stdout
+    assert "new - ready" in recent and "stack frame of the new" in recent and "old" not in recent
+    every = runner.invoke(app, ["logs", "--all", "--since", "60", "--state-dir", str(stopped)])
+    assert every.exit_code == 0
+    assert every.stdout.splitlines()[0].startswith("pulsar1 | ") and "old" not in every.stdout
+    missing = runner.invoke(app, ["logs", "bk9", "--state-dir", str(stopped)])
+    assert missing.exit_code == 1 and "no node 'bk9'" in missing.stderr
+
+
+def test_logs_follow_prints_what_is_appended(stopped: Path) -> None:
+    log = open_deployment(stopped).log_file("bk1")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("before\n")
+
+    def append() -> None:
+        time.sleep(0.6)
+        with open(log, "a") as fh:
+            fh.write("appended while following\n")
+
+    writer = threading.Thread(target=append)
+    writer.start()
+    start = time.monotonic()
+    result = runner.invoke(app, ["logs", "bk1", "-f", "--follow-for", "2", "--state-dir", str(stopped)])
+    writer.join()
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "before\nappended while following\n"
+    assert 1.9 < time.monotonic() - start < 10
+
+
+def test_logs_follow_ends_at_ctrl_c_with_exit_0(stopped: Path) -> None:
+    log = open_deployment(stopped).log_file("zk")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("the last line so far\n")
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-m", "pulsarlab.cli", "logs", "zk", "-f", "--state-dir", str(stopped)],
+                            cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "the last line so far\n"
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
