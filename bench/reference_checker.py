@@ -28,9 +28,9 @@ import pyarrow.dataset as ds
 from pulsarlab.history import SCHEMA, part_files, recover_journals
 
 # the check names of docs/history.md, in its order (not imported from pulsarlab.verify: this file stays independent)
-CHECKS = ("lost", "never_delivered", "corrupted", "duplicated_in_storage", "duplicated_delivery", "unexpected",
+CHECKS = ("lost", "not_replicated", "never_delivered", "corrupted", "duplicated_in_storage", "duplicated_delivery", "unexpected",
           "failed_but_stored", "order_violations_producer", "order_violations_key", "recovered")
-ABSENCE = frozenset({"lost", "never_delivered"})
+ABSENCE = frozenset({"lost", "not_replicated", "never_delivered"})
 DEFAULT_FORBIDDEN = frozenset(CHECKS) - {"order_violations_key", "recovered"}
 MSG = ["producer", "seq"]
 SUB = ["cluster", "topic", "subscription"]  # topic without its -partition-N suffix
@@ -91,6 +91,11 @@ def manifests(directories: list[Path]) -> list[dict[str, Any]]:
     return found
 
 
+def replicas(runs: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    """(base topic, cluster) for every cluster a manifest says a topic replicates to."""
+    return {(base_topic(t), c) for m in runs for t, clusters in (m.get("replication") or {}).items() for c in clusters}
+
+
 # ----- evidence ------------------------------------------------------------------------------
 
 def evidence(t: pa.Table, runs: list[dict[str, Any]], acked: pa.Table) -> Evidence:
@@ -119,9 +124,12 @@ def evidence(t: pa.Table, runs: list[dict[str, Any]], acked: pa.Table) -> Eviden
             complete.add((s["cluster"], s["ptopic"]))
         else:
             why.setdefault((s["cluster"], s["ptopic"]), s["error"] or f"stopped at {s['message_id']}, end {s['end_message_id']}")
-    # reading: one reason per (cluster, partition) without a complete scan ("each such fact").
+    # reading: one reason per (cluster, partition) without a complete scan ("each such fact"); the clusters a
+    # topic replicates to (the manifest's replication) need one as much as the cluster that acknowledged.
     pairs = distinct(acked, ["cluster", "topic"])
-    for cluster, topic in sorted(zip(pairs["cluster"].to_pylist(), pairs["topic"].to_pylist(), strict=True)):
+    needed = set(zip(pairs["cluster"].to_pylist(), pairs["topic"].to_pylist(), strict=True))
+    needed |= {(c, t) for t, c in replicas(runs) if t in {topic for _, topic in needed}}
+    for cluster, topic in sorted(needed):
         parts = declared.get(topic) or named.get((cluster, topic))
         if not parts:
             ev.reasons.append(f"no complete read-back of {topic} on cluster {cluster}: no scan")
@@ -213,6 +221,14 @@ def check(directories: list[str | Path] | str | Path, forbid: frozenset[str] = D
 
     stored_on = distinct(reads, ["cluster", *MSG])
     counts["lost"] = distinct(acked, ["cluster", *MSG]).join(stored_on, ["cluster", *MSG], join_type="left anti").num_rows
+    # an acknowledged message of a replicated topic, missing from a replica (another cluster of the topic's replication).
+    # reading: counted even where the replica was never scanned (the verdict is inconclusive then anyway).
+    targets = sorted(replicas(manifests(dirs)))
+    dest = pa.table({"topic": [t for t, _ in targets], "dest": [c for _, c in targets]}, schema=pa.schema(
+        [("topic", pa.string()), ("dest", pa.string())]))
+    want = distinct(acked, ["cluster", "topic", *MSG]).join(dest, ["topic"], join_type="inner")
+    want = distinct(want.filter(pc.not_equal(want["cluster"], want["dest"])), ["dest", *MSG]).rename_columns(["cluster", *MSG])
+    counts["not_replicated"] = want.join(stored_on, ["cluster", *MSG], join_type="left anti").num_rows
 
     # reading: a subscription is known from its subscribe rows and from receives of this run's messages; every
     # identified stored message of this run counts, an unexpected one too.

@@ -146,7 +146,10 @@ def workload_run(
     duration: Annotated[float, typer.Option(help="seconds of producing")] = 10.0,
     batching: bool = True,
     deduplication: Annotated[bool, typer.Option(help="broker-side producer deduplication")] = False,
-    cluster: Annotated[str | None, typer.Option(help="cluster to connect to (default: the first)")] = None,
+    cluster: Annotated[str | None, typer.Option(help="cluster the producers connect to (default: the first)")] = None,
+    consume_cluster: Annotated[
+        str | None, typer.Option(help="cluster the consumers connect to (default: the producers'); geo: another one")
+    ] = None,
     region: Annotated[str | None, typer.Option(help="region the clients stand in, recorded in the history")] = None,
     state_dir: StateDirOpt = None,
 ) -> None:
@@ -167,7 +170,8 @@ def workload_run(
                 f"in flight {c.in_flight}  received {c.received}  stored {c.stored}")
 
     with Live("", console=err, refresh_per_second=4, transient=True) as live:
-        result = ops.workload_run(state_dir, cfg, out_dir, cluster, region, tick=lambda c: live.update(line(c)))
+        result = ops.workload_run(state_dir, cfg, out_dir, cluster, region, tick=lambda c: live.update(line(c)),
+                                  consume_cluster=consume_cluster)
     out.print(line(result.counters))
     for e in result.errors[:5]:
         err.print(f"[yellow]driver:[/] {e.splitlines()[0] if e else e}")
@@ -294,6 +298,32 @@ def inspect_bookies(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> 
         table.add_row(r.node, r.region, r.bookie_id, f"{r.added_entries:.0f}", f"{r.read_entries:.0f}",
                       f"{r.written_bytes:.0f}", f"{r.read_bytes:.0f}")
     out.print(table)
+
+
+@inspect_app.command("replication")
+@reported
+def inspect_replication(
+    topic: Annotated[str | None, typer.Option(help="one topic, e.g. persistent://world/global/orders")] = None,
+    state_dir: StateDirOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Per topic and direction: the replicator's connection, backlog (entries) and delay (s).
+
+    Exit code 4 when a replicator is not connected."""
+    report = ops.inspect_replication(state_dir, topic)
+    if as_json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return
+    table = Table("topic", "from", "to", "connected", "backlog", "delay s", "rate out/s")
+    for d in report.directions:
+        state = "[green]yes[/]" if d.connected else f"[red]no[/]{' (' + d.error + ')' if d.error else ''}"
+        table.add_row(d.topic, d.source, d.destination, state, _cell(d.backlog), _cell(d.delay_seconds),
+                      "-" if d.rate_out is None else f"{d.rate_out:.1f}")
+    out.print(table)
+    if not report.directions:
+        err.print("no replicated topic yet", highlight=False)
+    if any(not d.connected for d in report.directions):
+        raise typer.Exit(4)
 
 
 image_app = typer.Typer(no_args_is_help=True, help="Pulsar container images, built without any registry.")

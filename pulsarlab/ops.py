@@ -11,7 +11,7 @@ import yaml
 
 from pulsarlab import distribution, urls
 from pulsarlab import render as rendering
-from pulsarlab.admin import metrics, placement, reconcile
+from pulsarlab.admin import metrics, placement, reconcile, replication
 from pulsarlab.admin.client import AdminClient
 from pulsarlab.admin.reconcile import Report
 from pulsarlab.deployment import Deployment, Say, UpResult
@@ -120,6 +120,10 @@ def inspect_placement(state_dir: Path | None, topic: str | None = None) -> place
     return placement.inspect(open_cluster(state_dir), topic)
 
 
+def inspect_replication(state_dir: Path | None, topic: str | None = None) -> replication.ReplicationReport:
+    return replication.inspect(open_cluster(state_dir), topic)
+
+
 def inspect_bookies(state_dir: Path | None) -> list[metrics.BookieCounters]:
     return metrics.snapshot(open_cluster(state_dir))
 
@@ -178,16 +182,36 @@ def node_action(state_dir: Path | None, name: str, action: str, say: Say = _quie
         raise StateError(f"unknown node action {action!r}")
 
 
-def workload_target(cluster: Deployment, cluster_name: str | None, region: str | None) -> Target:
-    """Producers and consumers connect to one cluster; storage is read back on every cluster."""
+def workload_target(
+    cluster: Deployment, cluster_name: str | None, region: str | None, consume_cluster: str | None = None,
+    topic: str | None = None,
+) -> Target:
+    """Producers connect to one cluster, consumers to the same or another; storage is read back on
+    every cluster of the topic's namespace (every cluster when the namespace is not the topology's)."""
     topo = cluster.topo
     name = cluster_name or topo.clusters[0].name
-    try:
-        topo.cluster(name)
-    except KeyError:
-        raise StateError(f"no cluster {name!r} in topology {topo.name!r}") from None
-    return Target(name, topo.service_url(name), region, {c.name: topo.service_url(c.name) for c in topo.clusters},
-                  {c.name: topo.web_url(c.name) for c in topo.clusters})
+    for c in (name, consume_cluster):
+        if c is None:
+            continue
+        try:
+            topo.cluster(c)
+        except KeyError:
+            raise StateError(f"no cluster {c!r} in topology {topo.name!r}") from None
+    ns = topic_namespace(cluster, topic) if topic else None
+    reads = namespace_clusters(topo, ns) if ns is not None else [c.name for c in topo.clusters]
+    for c in (name, consume_cluster):
+        if c is not None and c not in reads:
+            raise StateError(f"{topic} is not on cluster {c}: its namespace lives on {', '.join(reads)}")
+    return Target(name, topo.service_url(name), region, {c: topo.service_url(c) for c in reads},
+                  {c: topo.web_url(c) for c in reads}, consume_cluster,
+                  topo.service_url(consume_cluster) if consume_cluster else None,
+                  sorted(reads) if ns is not None and len(reads) > 1 else [])
+
+
+def topic_namespace(cluster: Deployment, topic: str):
+    """The topology's namespace a topic is in, or None."""
+    name = "/".join(topic.split("://", 1)[-1].split("/")[:2])
+    return next((n for n in cluster.topo.namespaces if n.name == name), None)
 
 
 def default_topic(cluster: Deployment, cluster_name: str, suffix: str) -> str:
@@ -199,28 +223,38 @@ def default_topic(cluster: Deployment, cluster_name: str, suffix: str) -> str:
     return f"persistent://{ns}/pulsarlab-{suffix}"
 
 
-def prepare_topic(cluster: Deployment, cluster_name: str, cfg: WorkloadConfig) -> None:
-    """Create the topic (partitioned if asked) and, if asked, turn broker-side deduplication on."""
-    admin = AdminClient(cluster.admin_url(cluster_name))
-    admin.create_topic(cfg.topic, cfg.partitions)
-    if cfg.deduplication:
-        admin.set_deduplication("/".join(cfg.topic.removeprefix("persistent://").split("/")[:2]), True)
+def prepare_topic(cluster: Deployment, target: Target, cfg: WorkloadConfig) -> None:
+    """Create the topic (partitioned if asked) on every cluster it lives on and, if asked, turn
+    broker-side deduplication on."""
+    for name in [target.cluster, *(c for c in target.read_clusters if c != target.cluster)]:
+        admin = AdminClient(cluster.admin_url(name))
+        admin.create_topic(cfg.topic, cfg.partitions)
+        if cfg.deduplication:
+            admin.set_deduplication("/".join(cfg.topic.removeprefix("persistent://").split("/")[:2]), True)
 
 
 def workload_run(
     state_dir: Path | None, cfg: WorkloadConfig, out: Path, cluster_name: str | None = None, region: str | None = None,
-    tick=None,
+    tick=None, consume_cluster: str | None = None, replication_timeout: float = 60.0,
 ) -> WorkloadResult:
     cluster = open_cluster(state_dir)
-    target = workload_target(cluster, cluster_name, region)
+    target = workload_target(cluster, cluster_name, region, consume_cluster)
     if out.exists() and any(out.iterdir()):
         raise StateError(f"{out} is not empty: every run writes its own history folder")
     run_id = new_run_id()
     if not cfg.topic:
         cfg.topic = default_topic(cluster, target.cluster, run_id)
-    prepare_topic(cluster, target.cluster, cfg)
-    with audit_subscription(target.service_url, cfg.topic):
-        return Workload(cfg, target, out, cluster.distribution(), run_id).run(tick)
+    target = workload_target(cluster, cluster_name, region, consume_cluster, cfg.topic)
+    prepare_topic(cluster, target, cfg)
+
+    def caught_up() -> None:  # replication has until then to bring every acknowledged message over
+        if target.replication:
+            replication.wait_caught_up(cluster, cfg.topic, target.cluster, replication_timeout)
+
+    with contextlib.ExitStack() as audits:
+        for url in target.read_clusters.values() or [target.service_url]:
+            audits.enter_context(audit_subscription(url, cfg.topic))
+        return Workload(cfg, target, out, cluster.distribution(), run_id).run(tick, before_read=caught_up)
 
 
 @contextlib.contextmanager

@@ -108,3 +108,8 @@ def smoke(cluster_pool: ClusterPool) -> LocalCluster:
 @pytest.fixture(scope="module")
 def sync(cluster_pool: ClusterPool) -> LocalCluster:
     return cluster_pool.get("sync")
+
+
+@pytest.fixture(scope="module")
+def geo(cluster_pool: ClusterPool) -> LocalCluster:
+    return cluster_pool.get("geo")

@@ -223,7 +223,17 @@ class AdminClient:
     def delete_rack(self, bookie_id: str) -> None:
         self.request("DELETE", f"/admin/v2/bookies/racks-info/{bookie_id}", ok_statuses=(404,))
 
-    # ----- tenants and namespaces --------------------------------------------------------------
+    # ----- clusters, tenants and namespaces ------------------------------------------------------
+    def cluster_data(self, name: str) -> dict[str, Any] | None:
+        """A cluster's registration in the configuration store (its URLs...), None if unknown."""
+        return self.get_json(f"/admin/v2/clusters/{name}", missing=(404,))
+
+    def put_cluster(self, name: str, data: dict[str, Any], create: bool) -> None:
+        if create:
+            self.request("PUT", f"/admin/v2/clusters/{name}", body=data, idempotent=True, ok_statuses=(409,))
+        else:
+            self.request("POST", f"/admin/v2/clusters/{name}", body=data, idempotent=True)
+
     def tenant(self, name: str) -> dict[str, Any] | None:
         return self.get_json(f"/admin/v2/tenants/{name}", missing=(404,))
 

@@ -8,8 +8,11 @@ everything back and fail loudly on any drift. What is configured, per Pulsar clu
   brokers: BookKeeper finds a broker's own region by resolving the dummy bookie id
   ``<local address>:0``; an entry ``<address>:<service port>`` (what the blog wrote on 2.3) is not
   a registered bookie, so Pulsar 4.0's rack mapping logs it as unresolvable and ignores it.
-* tenants (allowed clusters), namespaces (replication clusters), persistence (E/Qw/Qa, mark-delete
-  rate 0) — these live in the shared configuration store and are written once;
+* every cluster's registration (its web and broker service URLs), tenants (allowed clusters),
+  namespaces (replication clusters), persistence (E/Qw/Qa, mark-delete rate 0) — these live in
+  the shared configuration store and are written once. Geo-replication needs each cluster to
+  find the others' URLs there: a broker replicating to a cluster connects to the URLs registered
+  for it;
 * namespace isolation policies (per cluster): Pulsar matches the regexes against the broker's
   *host* (the load manager turns ``host:port`` into ``http://host:port`` and takes the host), with a
   full match; the ``/brokers`` view matches ``host:port``. The regex written accepts both.
@@ -35,7 +38,7 @@ from pulsarlab.topology import Node, Role, Topology, namespace_clusters
 # BookKeeper logs the placement policy's own node and location when a broker's client starts.
 _LOCAL_NODE = re.compile(r"Initialize rackaware ensemble placement policy @ <Bookie:([^>]+)> @ (\S+) ")
 _START_MARK = b"===== pulsarlab: starting"
-ORDER = ("rack", "tenant", "namespace", "persistence", "isolation", "broker-region")
+ORDER = ("rack", "cluster", "tenant", "namespace", "persistence", "isolation", "broker-region")
 
 
 class DriftError(PulsarlabError):
@@ -125,6 +128,11 @@ def desired_state(topo: Topology, cluster: str, with_shared: bool = True) -> lis
             if rack:
                 items.append(Item(cluster, "rack", key(topo, n), {"rack": rack, "group": n.region}))
     if with_shared:
+        for other in topo.clusters:
+            items.append(Item(cluster, "cluster", other.name, {
+                "serviceUrl": topo.registered_web_url(other.name),
+                "brokerServiceUrl": topo.service_url(other.name),
+            }))
         for t in topo.tenants:
             items.append(Item(cluster, "tenant", t.name, {"allowedClusters": sorted(t.clusters)}))
         for ns in topo.namespaces:
@@ -186,6 +194,8 @@ def read_state(admin: AdminClient, cluster: str, items: list[Item]) -> list[Item
         if it.kind == "rack":
             entry = racks.get(it.name)
             it.current = {"rack": entry.rack.strip("/"), "group": entry.group} if entry else None
+        elif it.kind == "cluster":
+            it.current = admin.cluster_data(it.name)
         elif it.kind == "tenant":
             info = admin.tenant(it.name)
             it.current = None if info is None else {**info, "allowedClusters": sorted(info.get("allowedClusters") or [])}
@@ -242,6 +252,9 @@ def apply_item(admin: AdminClient, it: Item) -> None:
             admin.delete_rack(it.name)
         else:
             admin.set_rack(it.name, it.desired["group"], it.desired["rack"])
+    elif it.kind == "cluster":
+        # an update replaces the whole registration: keep the fields the topology does not decide
+        admin.put_cluster(it.name, {**(it.current or {}), **it.desired}, create=it.current is None)
     elif it.kind == "tenant":
         merged = {"adminRoles": [], **(it.current or {}), **it.desired}
         admin.put_tenant(it.name, merged, create=it.current is None)

@@ -259,15 +259,16 @@ class NodeRuntime(abc.ABC):
                 "--cluster", cluster,
                 "--metadata-store", self.topo.metadata_store_url(cluster),
                 "--configuration-metadata-store", self.topo.configuration_store_url(),
-                "--web-service-url", self.topo.web_url(cluster),
+                "--web-service-url", self.topo.registered_web_url(cluster),
                 "--broker-service-url", self.topo.service_url(cluster),
             ]
             self.run_metadata_init(cluster, args, log_path)
             self.say(f"cluster {cluster}: metadata initialized")
 
-        with ThreadPoolExecutor(max_workers=len(todo)) as pool:
-            for f in [pool.submit(init, c.name) for c in todo]:
-                f.result()
+        # one after the other: the clusters share one configuration store, where each init creates
+        # or updates the same objects (the public tenant and namespace), and two at once could race
+        for c in todo:
+            init(c.name)
         self.state.initialized = sorted({*self.state.initialized, *(c.name for c in todo)})
         self.state.save(self.state_dir)
         return {c.name for c in todo}

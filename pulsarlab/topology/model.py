@@ -161,6 +161,13 @@ class Topology(_Strict):
             f"http://{self.address_of(b)}:{b.port('web')}" for b in self.nodes_of(Role.BROKER, cluster)
         )
 
+    def registered_web_url(self, cluster: str) -> str:
+        """The web URL a cluster is registered under in the configuration store, in Pulsar's
+        multi-host form ``http://a:8080,b:8080``: other clusters' brokers build their admin client
+        (topic creation for replication) from it, and that client parses only this form."""
+        hosts = ",".join(f"{self.address_of(b)}:{b.port('web')}" for b in self.nodes_of(Role.BROKER, cluster))
+        return f"http://{hosts}"
+
     def service_url(self, cluster: str) -> str:
         hosts = ",".join(f"{self.address_of(b)}:{b.port('service')}" for b in self.nodes_of(Role.BROKER, cluster))
         return f"pulsar://{hosts}"

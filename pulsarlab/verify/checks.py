@@ -128,6 +128,18 @@ def _chunk(plan: Plan, t: pa.Table, partial: dict[str, Any]) -> Iterator[pa.Reco
         lambda r: {"cluster": clusters[r["ok_cid"]] if r["ok_cid"] is not None else None, "ok_ts": r["ok_ts"]},
         {"ok_cid": ok_cid, "ok_ts": c["ok_ts"]},
     )
+    # acknowledged on one cluster, missing from another its topic replicates to (counted per destination)
+    for i, cluster in enumerate(clusters):
+        if i < len(plan.replicated) and plan.replicated[i]:
+            mine = pc.is_in(c["pidx"], pa.array(plan.replicated[i], pa.int64()))
+            elsewhere = true_only(pc.not_equal(ok_cid, i))
+            check(
+                "not_replicated",
+                pc.and_(pc.and_(pc.and_(n_ok, mine), elsewhere), pc.invert(bit(read_bits, i))),
+                lambda r, cluster=cluster: {
+                    "cluster": cluster, "acknowledged_on": clusters[r["ok_cid"]], "ok_ts": r["ok_ts"]},
+                {"ok_cid": ok_cid, "ok_ts": c["ok_ts"]},
+            )
     check(
         "unexpected",
         pc.and_(pc.invert(n_invoke), stored_any),

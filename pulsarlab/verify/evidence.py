@@ -1,9 +1,9 @@
 """Is the evidence whole? The storage scans and the run manifests, read on the driver.
 
 A verdict may only say ``pass`` when everything it needs was observed: every (cluster, topic) on
-which a producer sent was read back to its end, partition by partition (``scan`` rows), and every
-driver of the run did its job (``_run.json``). What is missing becomes a *reason*; see
-``docs/history.md`` ("Evidence, and the three verdicts").
+which a producer sent, and every cluster its topic replicates to, was read back to its end,
+partition by partition (``scan`` rows), and every driver of the run did its job (``_run.json``).
+What is missing becomes a *reason*; see ``docs/history.md`` ("Evidence, and the three verdicts").
 """
 
 from __future__ import annotations
@@ -110,6 +110,15 @@ def _partitions(topic: str, manifests: list[dict[str, Any]], scans: list[Scan]) 
     return sorted(names) or [topic]
 
 
+def replication_targets(manifests: list[dict[str, Any]]) -> dict[str, set[str]]:
+    """Base topic -> every cluster a run manifest says it replicates to (geo-replication)."""
+    out: dict[str, set[str]] = {}
+    for m in manifests:
+        for topic, clusters in (m.get("replication") or {}).items():
+            out.setdefault(base_topic(str(topic)), set()).update(str(c) for c in clusters or [])
+    return out
+
+
 def judge(dims: Dims, scans: list[Scan], manifests: list[dict[str, Any]]) -> Evidence:
     """Every piece of missing evidence, each as one sentence."""
     ev = Evidence()
@@ -126,11 +135,14 @@ def judge(dims: Dims, scans: list[Scan], manifests: list[dict[str, Any]]) -> Evi
                 why = d.get("reason") or "no reason given"
                 ev.reasons.append(f"run {run}: driver {d.get('name')} ({d.get('mode')}) failed: {why}")
                 ev.producer_failed = ev.producer_failed or d.get("mode") == "produce"
-    needed = sorted({scope for scopes in dims.scopes.values() for scope in scopes})
-    for cluster, topic in needed:
+    sent = {scope for scopes in dims.scopes.values() for scope in scopes}
+    sent_topics = {topic for _, topic in sent}
+    replicas = {(c, t) for t, clusters in replication_targets(manifests).items() if t in sent_topics for c in clusters}
+    for cluster, topic in sorted(sent | replicas):
         mine = [s for s in scans if s.cluster == cluster and base_topic(s.topic) == topic]
         if not mine:
-            ev.reasons.append(f"no read-back of {topic} on cluster {cluster or '?'}: its storage was never scanned")
+            role = " (a replication target)" if (cluster, topic) in replicas - sent else ""
+            ev.reasons.append(f"no read-back of {topic} on cluster {cluster or '?'}{role}: its storage was never scanned")
             continue
         for partition in _partitions(topic, manifests, mine):
             scans_here = [s for s in mine if s.topic == partition]

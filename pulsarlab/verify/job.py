@@ -43,7 +43,7 @@ from pulsarlab.verify import aggregate, checks, exchange, merge, plan
 from pulsarlab.verify import events as ev
 from pulsarlab.verify.dims import MAX_CLUSTERS, base_topic, column_range, read_dims
 from pulsarlab.verify.events import NO_SEQ, Context, Unit
-from pulsarlab.verify.evidence import judge, read_manifests, read_scans
+from pulsarlab.verify.evidence import judge, read_manifests, read_scans, replication_targets
 from pulsarlab.verify.model import CHECKS, MAX_EXAMPLES, Check, Expectations, Verdict
 from pulsarlab.verify.plan import Example, Plan, add_found
 from pulsarlab.verify.session import spark_session
@@ -111,7 +111,8 @@ class _Job:
         self.paths = sorted(p for d in directories for p in part_files(d))
         self.d = read_dims(self.paths)
         scans = read_scans([p for ops, paths in self.d.files.items() if "scan" in ops for p in paths])
-        self.evidence = judge(self.d, scans, read_manifests(directories))
+        self.manifests = read_manifests(directories)
+        self.evidence = judge(self.d, scans, self.manifests)
         if not self.paths:
             self.evidence.reasons.insert(0, "empty history: no Parquet parts in " + ", ".join(map(str, directories)))
         elif not self.d.producers:
@@ -175,6 +176,12 @@ class _Job:
             tuple(index[p] for p, s in sorted(d.scopes.items()) if any((c, t) in d.scanned for _, t in s)) for c in d.clusters
         )
         never = tuple(tuple(index[p] for p in d.producers_of(d.sub_topics[j])) for j in range(len(d.subs)))
+        targets = replication_targets(self.manifests)
+        replicated = tuple(
+            tuple(index[p] for p, s in sorted(d.scopes.items())
+                  if any(c in targets.get(t, ()) and (c, t) in d.scanned for _, t in s))
+            for c in d.clusters
+        )
         lo, hi = _send_ts_range(self.d.files)
         return Plan(
             clusters=tuple(d.clusters),
@@ -187,6 +194,7 @@ class _Job:
             gap_lo=lo,
             gap_width=max((hi - lo) // GAP_BUCKETS + 1, 1),
             gap_buckets=GAP_BUCKETS,
+            replicated=replicated,
         )
 
     def anonymous_deliveries(self) -> DataFrame:

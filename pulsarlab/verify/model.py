@@ -14,6 +14,7 @@ MAX_EXAMPLES: Final = 20
 
 CHECKS: Final[tuple[str, ...]] = (
     "lost",
+    "not_replicated",
     "never_delivered",
     "corrupted",
     "duplicated_in_storage",
@@ -35,7 +36,7 @@ DEFAULT_FORBIDDEN: Final[frozenset[str]] = frozenset(CHECKS) - {"order_violation
 
 INFORMATIONAL: Final[frozenset[str]] = frozenset({"recovered"})
 
-ABSENCE: Final[frozenset[str]] = frozenset({"lost", "never_delivered"})
+ABSENCE: Final[frozenset[str]] = frozenset({"lost", "not_replicated", "never_delivered"})
 """Checks that find what was *not* seen: guesses when evidence is missing."""
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"

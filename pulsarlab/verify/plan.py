@@ -39,6 +39,8 @@ class Plan:
     gap_lo: int
     gap_width: int
     gap_buckets: int
+    # per cluster: producers whose topic replicates there (the run manifest says so) and whose storage view there is scanned
+    replicated: tuple[tuple[int, ...], ...] = ()
 
 
 Example = tuple[tuple[Any, ...], dict[str, Any]]  # (sort key, example)

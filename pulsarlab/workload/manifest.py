@@ -46,6 +46,8 @@ class Manifest:
     ended_ts: int | None = None
     finished: bool = False
     drivers: list[DriverOutcome] = field(default_factory=list)
+    consume_cluster: str | None = None  # where the consumers connected (None in older manifests: ``cluster``)
+    replication: dict[str, list[str]] = field(default_factory=dict)  # base topic -> clusters it replicates to
 
     def write(self, directory: Path) -> Path:
         """Write (or rewrite) ``_run.json`` atomically: a reader never sees half a manifest."""

@@ -42,6 +42,17 @@ class Target:
     region: str | None = None
     read_clusters: dict[str, str] = field(default_factory=dict)
     read_admin_urls: dict[str, str] = field(default_factory=dict)
+    consume_cluster: str | None = None  # where the consumers connect; None: the producers' cluster
+    consume_service_url: str | None = None
+    replication: list[str] = field(default_factory=list)  # the clusters the topic replicates to (geo), if several
+
+    @property
+    def consumer_cluster(self) -> str:
+        return self.consume_cluster or self.cluster
+
+    @property
+    def consumer_url(self) -> str:
+        return self.consume_service_url or self.service_url
 
 
 @dataclass
@@ -114,7 +125,8 @@ class Workload:
         self._errors: list[str] = []
         self._drivers: list[DriverProcess] = []
         self.manifest = Manifest(self.run_id, config.topic, config.partitions, target.cluster, list(self._read_clusters()),
-                                 config.subscription)
+                                 config.subscription, consume_cluster=target.consumer_cluster,
+                                 replication={config.topic: sorted(target.replication)} if len(target.replication) > 1 else {})
 
     # ----- the processes ---------------------------------------------------------------------
     def _producer(self, i: int) -> DriverProcess:
@@ -130,10 +142,10 @@ class Workload:
 
     def _consumer(self, i: int) -> DriverProcess:
         cfg, t = self.cfg, self.target
-        config = {"service_url": t.service_url, "topic": cfg.topic, "subscription": cfg.subscription,
+        config = {"service_url": t.consumer_url, "topic": cfg.topic, "subscription": cfg.subscription,
                   "subscription_type": cfg.subscription_type, "drain_seconds": cfg.drain_seconds,
                   "max_pending_acks": cfg.max_pending_acks}
-        constants = {"consumer": f"c{i}", "subscription": cfg.subscription, "cluster": t.cluster, "region": t.region,
+        constants = {"consumer": f"c{i}", "subscription": cfg.subscription, "cluster": t.consumer_cluster, "region": t.region,
                      "run": self.run_id}
         return DriverProcess(f"c{i}", "consume", self.out, f"consumer-c{i}", config, constants)
 
@@ -161,9 +173,13 @@ class Workload:
         return plan
 
     # ----- the run ---------------------------------------------------------------------------
-    def run(self, tick: Callable[[Counters], None] | None = None, read_idle_timeout: float = 60.0) -> WorkloadResult:
+    def run(
+        self, tick: Callable[[Counters], None] | None = None, read_idle_timeout: float = 60.0,
+        before_read: Callable[[], None] | None = None,
+    ) -> WorkloadResult:
         """Consumers subscribe, producers start together and send for ``duration``, consumers drain,
-        then storage is read back from the earliest position on every cluster."""
+        ``before_read`` runs (a wait for replication to catch up, say), then storage is read back
+        from the earliest position on every cluster."""
         self.out.mkdir(parents=True, exist_ok=True)
         self._write_manifest()
         classes = driver_classes(self.dist)
@@ -192,6 +208,8 @@ class Workload:
             self._follow(consumers, started, tick)
         finally:
             self._finish(started, grace=self.cfg.send_timeout_ms / 1000 + self.cfg.drain_seconds + 30)
+        if before_read is not None:
+            before_read()
         readers = [self._reader(name, url, read_idle_timeout) for name, url in self._read_clusters().items()]
         try:
             for d in readers:

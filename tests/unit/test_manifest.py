@@ -22,10 +22,21 @@ def test_manifest_has_the_documented_fields_and_reads_back(tmp_path: Path) -> No
     m.write(tmp_path)
     data = json.loads((tmp_path / "_run.json").read_text())
     assert set(data) == {"format", "run", "topic", "partitions", "cluster", "read_clusters", "subscription", "started_ts",
-                         "ended_ts", "finished", "drivers"}
+                         "ended_ts", "finished", "drivers", "consume_cluster", "replication"}
+    assert data["replication"] == {} and data["consume_cluster"] is None
     assert data["format"] == 1 and data["finished"] is False and data["ended_ts"] is None
     assert data["drivers"] == [{"name": "p0", "mode": "produce", "part": "producer-p0", "exit_code": 0, "failed": False,
                                 "reason": None}]
     assert read_manifest(tmp_path) == m
     assert read_manifest(tmp_path / "nowhere") is None
     assert not list(tmp_path.glob(".*"))
+
+
+def test_geo_manifest_names_the_clusters_each_topic_replicates_to(tmp_path: Path) -> None:
+    topic = "persistent://world/global/pulsarlab-r1"
+    m = Manifest("r1", topic, 2, "cluster-eu", ["cluster-eu", "cluster-us"], "pulsarlab", consume_cluster="cluster-us",
+                 replication={topic: ["cluster-eu", "cluster-us"]})
+    m.write(tmp_path)
+    data = json.loads((tmp_path / "_run.json").read_text())
+    assert data["replication"] == {topic: ["cluster-eu", "cluster-us"]} and data["consume_cluster"] == "cluster-us"
+    assert read_manifest(tmp_path) == m

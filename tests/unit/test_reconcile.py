@@ -120,3 +120,31 @@ def test_cli_refuses_quorums_that_cannot_span_both_regions(tmp_path: Path) -> No
     assert result.exit_code != 0
     assert "namespaces[0](mytenant/eu).persistence.write_quorum" in result.output
     assert not (state / "state.json").exists()
+
+
+def test_geo_registers_each_cluster_with_its_urls_and_replicates_world_global_to_both() -> None:
+    topo = load("geo")
+    shared = {(i.kind, i.name): i.desired for i in reconcile.desired_state(topo, "cluster-eu")}
+    assert shared[("cluster", "cluster-us")] == {
+        "serviceUrl": "http://127.0.2.3:8080,127.0.2.4:8080",
+        "brokerServiceUrl": "pulsar://127.0.2.3:6650,127.0.2.4:6650",
+    }
+    assert shared[("cluster", "cluster-eu")]["brokerServiceUrl"] == "pulsar://127.0.1.4:6650,127.0.1.5:6650"
+    assert shared[("tenant", "world")] == {"allowedClusters": ["cluster-eu", "cluster-us"]}
+    assert shared[("namespace", "world/global")] == {"replication_clusters": ["cluster-eu", "cluster-us"]}
+    # the configuration store is shared: the second cluster carries no copy of those objects
+    assert not [i for i in reconcile.desired_state(topo, "cluster-us", with_shared=False) if i.kind != "rack"]
+
+
+def test_a_cluster_registration_update_keeps_the_fields_the_topology_does_not_decide() -> None:
+    calls: list[tuple[str, dict, bool]] = []
+
+    class Admin:
+        def put_cluster(self, name: str, data: dict, create: bool) -> None:
+            calls.append((name, data, create))
+
+    item = reconcile.Item("cluster-eu", "cluster", "cluster-us", {"serviceUrl": "http://b:8080"},
+                          {"serviceUrl": "http://a:8080", "peerClusterNames": ["x"]})
+    assert [c.field for c in reconcile.diff(item)] == ["serviceUrl"]
+    reconcile.apply_item(Admin(), item)  # type: ignore[arg-type]
+    assert calls == [("cluster-us", {"serviceUrl": "http://b:8080", "peerClusterNames": ["x"]}, False)]

@@ -15,7 +15,7 @@ RUN = "r20260101-000000-abcd"
 P = f"{RUN}-p0"
 T = "persistent://lab/ns/orders"
 ZERO = dict.fromkeys(
-    ["lost", "never_delivered", "corrupted", "duplicated_in_storage", "duplicated_delivery", "unexpected",
+    ["lost", "not_replicated", "never_delivered", "corrupted", "duplicated_in_storage", "duplicated_delivery", "unexpected",
      "failed_but_stored", "order_violations_producer", "order_violations_key", "recovered"], 0)
 
 
@@ -239,3 +239,15 @@ def test_two_directories_are_judged_as_one(tmp_path):
     write_table(tmp_path / "two", "rest", [r for r in rows if r["op"] != "send"])
     r = check([tmp_path / "one", tmp_path / "two"])
     assert r["status"] == "pass" and r["messages"]["stored"] == 3
+
+
+def test_a_replica_missing_messages_is_not_replicated_and_one_never_read_is_missing_evidence(tmp_path):
+    manifest = {"run": RUN, "topic": T, "partitions": 0, "finished": True, "drivers": [], "replication": {T: ["a", "b"]}}
+    replica = [read(s, s, cluster="b", message_id=mid(s, 9)) for s in (0, 2)]
+    r = judge(tmp_path / "gap", [*healthy(), *replica, scan(2, mid(2, 9), mid(2, 9), cluster="b")], manifest)
+    assert (r["status"], r["reasons"]) == ("fail", [])
+    only(r, not_replicated=1)
+    whole = [read(s, s, cluster="b", message_id=mid(s, 9)) for s in range(3)]
+    assert judge(tmp_path / "ok", [*healthy(), *whole, scan(3, mid(2, 9), mid(2, 9), cluster="b")], manifest)["status"] == "pass"
+    unread = judge(tmp_path / "unread", healthy(), manifest)
+    assert unread["status"] == "inconclusive" and any("on cluster b" in x for x in unread["reasons"])

@@ -511,3 +511,60 @@ def test_verify_command_exit_codes(spark, tmp_path: Path) -> None:
     assert "inconclusive: no read-back" in result.stderr
     missing = runner.invoke(app, ["verify", str(tmp_path / "nope")])
     assert missing.exit_code == 2 and "no history folder" in missing.stderr
+
+
+# -- geo-replication: every acknowledged message on every cluster its topic replicates to --------
+def geo(dropped: tuple[int, ...] = (), scan_error: str | None = None, consume_on: str = "c2",
+        replica_read: bool = True) -> Callable[[dict[str, list[Row]]], None]:
+    """Produced on c1, replicated to c2 (under c2's own ids), consumed on ``consume_on``; the replica
+    misses the messages at ``dropped`` positions; its scan ends with ``scan_error``."""
+
+    def mutate(parts: dict[str, list[Row]]) -> None:
+        for row in parts["consumer-c0"]:
+            row["cluster"] = consume_on
+        reads = [r for r in parts["read-c1"] if r["op"] == "read"]
+        kept = [{**r, "cluster": "c2", "message_id": "8" + r["message_id"][1:]} for i, r in enumerate(reads) if i not in dropped]
+        if replica_read:
+            parts["read-c2"] = [*kept, scan_row("8:9:-1:-1", len(kept), cluster="c2", error=scan_error)]
+            if dropped and dropped[-1] == len(reads) - 1 and not scan_error:
+                parts["read-c2"][-1]["message_id"] = "8:9:-1:-1"  # the end was reached: a clean scan
+    return mutate
+
+
+def geo_run(tmp_path: Path, mutate: Callable[[dict[str, list[Row]]], None]) -> Verdict:
+    parts = clean_history()
+    mutate(parts)
+    directory = write_parts(tmp_path / "run", parts)
+    (directory / "_run.json").write_text(json.dumps({
+        "format": 1, "run": "rG", "topic": TOPIC, "partitions": 0, "cluster": "c1", "read_clusters": ["c1", "c2"],
+        "consume_cluster": "c2", "finished": True, "drivers": [], "replication": {TOPIC: ["c1", "c2"]}}))
+    return verify(directory)
+
+
+def test_clean_two_cluster_replicated_history_passes(spark, tmp_path: Path) -> None:
+    verdict = geo_run(tmp_path, geo())
+    assert verdict.status == "pass", (verdict.reasons, nonzero(verdict))
+    assert verdict.counts()["not_replicated"] == 0 and verdict.metrics["messages"]["delivered"] == 10
+
+
+def test_replica_missing_messages_is_caught_exactly_per_destination(spark, tmp_path: Path) -> None:
+    verdict = geo_run(tmp_path, geo(dropped=(2, 3, 7)))
+    assert verdict.status == "fail" and not verdict.reasons
+    # the consumers are on c2: what never reached c2 was never stored there, so nothing else counts
+    assert nonzero(verdict) == {"not_replicated": 3}
+    examples = verdict.check("not_replicated").examples
+    assert [(e["producer"], e["seq"]) for e in examples] == [("p0", 1), ("p1", 1), ("p1", 3)]
+    assert {(e["cluster"], e["acknowledged_on"]) for e in examples} == {("c2", "c1")}
+
+
+def test_replica_scan_incomplete_is_inconclusive(spark, tmp_path: Path) -> None:
+    verdict = geo_run(tmp_path, geo(dropped=(8, 9), scan_error="stalled after 8 messages"))
+    assert verdict.status == "inconclusive" and verdict.exit_code == 3
+    assert verdict.counts()["not_replicated"] == 2  # a guess: what the scan did not reach
+    assert any("on cluster c2" in r and "stalled after 8 messages" in r for r in verdict.reasons)
+
+
+def test_replication_target_never_read_back_is_inconclusive(spark, tmp_path: Path) -> None:
+    verdict = geo_run(tmp_path, geo(consume_on="c1", replica_read=False))
+    assert verdict.status == "inconclusive"
+    assert any("on cluster c2 (a replication target)" in r for r in verdict.reasons)
