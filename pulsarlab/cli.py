@@ -42,6 +42,12 @@ def topologies(as_json: JsonOpt = False) -> None:
     out.print(table)
 
 
+ImageOpt = Annotated[
+    str | None,
+    typer.Option(help="docker runtime: the Pulsar image, e.g. apachepulsar/pulsar:4.0.8 (default: 'pulsarlab image build')"),
+]
+
+
 @app.command("render")
 @reported
 def render_cmd(
@@ -49,9 +55,10 @@ def render_cmd(
     out_dir: Annotated[Path, typer.Option("--out", help="folder to write into")],
     runtime: Annotated[str, typer.Option(help="local or docker")] = "local",
     distribution: Annotated[str | None, typer.Option(help="start from this distribution's conf/")] = None,
+    image: ImageOpt = None,
 ) -> None:
     """Render every node's configuration without starting anything."""
-    files = ops.render_topology(topology, out_dir, runtime, distribution)
+    files = ops.render_topology(topology, out_dir, runtime, distribution, image)
     out.print(f"rendered {len(files)} files into {out_dir}")
 
 
@@ -63,13 +70,14 @@ def up(
     state_dir: StateDirOpt = None,
     distribution: Annotated[str | None, typer.Option(help="a pulsar-server-distribution tarball or folder")] = None,
     apply: Annotated[bool, typer.Option("--apply", help="on a running cluster, fix its differences from the topology")] = False,
+    image: ImageOpt = None,
 ) -> None:
     """Start a real Pulsar cluster and wait until a message goes through it.
 
     On a cluster already running nothing starts and nothing changes: its differences from the
     topology are listed (fixed only with --apply, or by 'pulsarlab configure').
     """
-    result, cluster = ops.up(topology, runtime, state_dir, distribution, say=_say, apply=apply)
+    result, cluster = ops.up(topology, runtime, state_dir, distribution, say=_say, apply=apply, image=image)
     if result.already_running:
         if not result.drift:
             out.print(f"cluster {cluster.topo.name!r} is already running in {cluster.state_dir}; it matches its topology")

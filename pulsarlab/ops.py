@@ -49,8 +49,20 @@ def find_state_dir(state_dir: Path | None) -> Path:
     return found[0]
 
 
-def render_topology(topology: str, out_dir: Path, runtime: str = "local", dist: str | None = None) -> list[Path]:
+def _runtime_options(runtime: str, image: str | None) -> dict[str, str]:
+    """Options only some runtimes take: ``image`` is the docker runtime's."""
     _check_runtime(runtime)
+    if image is None:
+        return {}
+    if runtime != "docker":
+        raise UsageError(f"--image is for the docker runtime (asked for the {runtime!r} runtime)")
+    return {"image": image}
+
+
+def render_topology(
+    topology: str, out_dir: Path, runtime: str = "local", dist: str | None = None, image: str | None = None
+) -> list[Path]:
+    _runtime_options(runtime, image)
     topo = load(topology)
     resolved = distribution.resolve(dist) if dist else None
     base = resolved.conf if resolved else None
@@ -58,7 +70,8 @@ def render_topology(topology: str, out_dir: Path, runtime: str = "local", dist: 
         from pulsarlab.runtime.docker.compose import render_compose
         from pulsarlab.runtime.docker.image import default_tag
 
-        return render_compose(topo, out_dir, default_tag(resolved.version if resolved else distribution.DEFAULT_VERSION), base)
+        tag = image or default_tag(resolved.version if resolved else distribution.DEFAULT_VERSION)
+        return render_compose(topo, out_dir, tag, base)
     return rendering.render(topo, out_dir, base)
 
 
@@ -76,14 +89,15 @@ def e2e_check(cluster: Deployment) -> None:
 
 def up(
     topology: str, runtime: str = "local", state_dir: Path | None = None, dist: str | None = None, say: Say = _quiet,
-    apply: bool = True,
+    apply: bool = True, image: str | None = None,
 ) -> tuple[UpResult, Deployment]:
     """Bring the topology up. On a cluster already running, nothing starts; its differences from
-    the topology are fixed if ``apply``, else only reported (``result.drift``)."""
-    _check_runtime(runtime)
+    the topology are fixed if ``apply``, else only reported (``result.drift``). ``image``: the
+    docker runtime's Pulsar image (default: the one ``pulsarlab image build`` makes)."""
+    options = _runtime_options(runtime, image)
     topo = load(topology)
     state_dir = state_dir or STATE_ROOT / topo.name
-    cluster = new_deployment(topo, state_dir, runtime, say)
+    cluster = new_deployment(topo, state_dir, runtime, say, **options)
     if all(cluster.alive(n.name) for n in topo.nodes) and ClusterState.load(state_dir) is not None:
         result = cluster.up()  # reports "already running" without touching anything (or refuses another runtime's)
         report = configure_cluster(cluster, dry_run=not apply, say=say)
@@ -91,7 +105,7 @@ def up(
         return result, cluster
     resolved = distribution.resolve(dist)
     say(f"Pulsar {resolved.version} from {resolved.home} (Java {resolved.java.major})")
-    cluster = new_deployment(topo, state_dir, runtime, say, dist=resolved)
+    cluster = new_deployment(topo, state_dir, runtime, say, dist=resolved, **options)
     # configure as soon as one broker is up: the others then start with their racks in place and
     # need no restart to learn their region
     return cluster.up(check=e2e_and_configure, seed=lambda c: configure_cluster(c, say=c.say)), cluster

@@ -88,3 +88,19 @@ def test_a_workload_with_a_failed_driver_exits_non_zero_naming_it(tmp_path: Path
     outcome = runner.invoke(app, ["workload", "run", "--out", str(tmp_path / "run"), "--duration", "1"])
     assert outcome.exit_code == 1
     assert "driver read-smoke (read) failed: died by signal SIGKILL" in outcome.stderr
+
+
+def test_image_is_a_docker_option(tmp_path: Path) -> None:
+    """--image names the docker runtime's image; on the local runtime it is a usage error, nothing rendered."""
+    from typer.testing import CliRunner
+
+    from pulsarlab.cli import app
+
+    runner = CliRunner()
+    refused = runner.invoke(app, ["render", "--topology", "smoke", "--out", str(tmp_path / "l"), "--image", "x/y:1"])
+    assert refused.exit_code == 2 and "--image is for the docker runtime" in refused.stderr
+    assert not (tmp_path / "l").exists()
+    done = runner.invoke(app, ["render", "--topology", "smoke", "--out", str(tmp_path / "d"), "--runtime", "docker",
+                               "--image", "apachepulsar/pulsar:4.0.8"])
+    assert done.exit_code == 0, done.output
+    assert 'image: "apachepulsar/pulsar:4.0.8"' in (tmp_path / "d" / "compose.yaml").read_text()
