@@ -12,7 +12,6 @@ import traceback
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
 from rich.console import Console
 
@@ -51,6 +50,15 @@ def fail(message: str, code: int, as_json: bool, kind: str, log: Path | None = N
     return typer.Exit(code)
 
 
+def _command_line_exit(exc: BaseException) -> bool:
+    """An exit or usage error of the command-line layer itself, left to it. Typer may bring its own
+    copy of click, so these are known by their shape (an exit code and a way to show themselves)
+    or their name, not by click's classes."""
+    return isinstance(exc, typer.Exit | typer.Abort) or type(exc).__name__ in ("Exit", "Abort") or (
+        hasattr(exc, "exit_code") and callable(getattr(exc, "show", None))
+    )
+
+
 def reported(fn):
     """Turn any error a command raises into one clear line and a non-zero exit."""
 
@@ -59,13 +67,13 @@ def reported(fn):
         as_json = bool(kwargs.get("as_json"))
         try:
             return fn(*args, **kwargs)
-        except (typer.Exit, click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
-            raise
         except PulsarlabError as exc:
             raise fail(str(exc), exc.exit_code, as_json, type(exc).__name__) from None
         except KeyboardInterrupt:
             raise fail("interrupted", 130, as_json, "KeyboardInterrupt") from None
         except Exception as exc:  # noqa: BLE001 - the promise is: no traceback on the terminal, ever
+            if _command_line_exit(exc):
+                raise
             log = log_traceback(exc)
             first = str(exc).splitlines()[0] if str(exc) else ""
             raise fail(f"{type(exc).__name__}: {first}", 1, as_json, type(exc).__name__, log) from None
