@@ -131,7 +131,7 @@ def run_ours(cluster: Deployment, topic: str, s: Settings) -> Sample:
 
 def run_perf(cluster: Deployment, topic: str, s: Settings) -> Sample:
     target = ops.workload_target(cluster, None, None)
-    ops.prepare_topic(cluster, target.cluster, WorkloadConfig(topic, partitions=s.partitions))
+    ops.prepare_topic(cluster, target, WorkloadConfig(topic, partitions=s.partitions))
     dist = cluster.distribution()
     cmd = [str(dist.pulsar_perf), "produce", "-u", target.service_url, "-r", str(UNTHROTTLED), "-s", str(s.size),
            "-n", str(s.producers), "-o", str(MAX_PENDING), "--send-timeout", str(SEND_TIMEOUT_S), "-mk", "random",
