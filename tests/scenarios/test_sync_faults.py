@@ -39,7 +39,7 @@ def run_with_faults(cluster: LocalCluster, cfg: WorkloadConfig, faults: list[Fau
     log = schedule.join()
     assert not log.errors, log.errors
     assert result.counters.acked > 0
-    return verify(out, expect=expect), [f"{t:.1f}s {f.action} {','.join(f.nodes)}" for t, f in log.done]
+    return verify(out, expect=expect), [f"{r.at:.1f}s {r.done}" for r in log.done]
 
 
 def test_losing_an_eu_bookie_loses_nothing(sync: LocalCluster, tmp_path: Path) -> None:
