@@ -68,16 +68,17 @@ def test_losing_every_eu_node_moves_topics_to_us_brokers_of_the_same_cluster_wit
         # repeat: reported, not forbidden (Pulsar delivers at least once without transactions)
         verdict = verify(tmp_path / "run", expect=Expectations.from_mapping({"allow": ["duplicated_delivery"]}))
         counts = verdict.counts()
-        assert verdict.status == "pass", (verdict.reasons, {k: v for k, v in counts.items() if v}, [r.done for r in log.done])
+        found = {c.name: (c.count, c.examples[:3]) for c in verdict.checks if c.count}
+        assert verdict.status == "pass", (verdict.reasons, found, [r.done for r in log.done])
         assert counts["lost"] == 0 and counts["not_replicated"] == 0 and counts["duplicated_in_storage"] == 0
         messages = verdict.metrics["messages"]
         assert messages["delivered"] == messages["acknowledged"] > 50 * 200 * 0.5, messages
         # the outage lasts as long as the broker's session timeout plus a new ledger on us bookies
         gap = verdict.metrics["longest_gap_without_ack_s"]["seconds"]
         assert gap < 45, verdict.metrics["longest_gap_without_ack_s"]
-        # the first ledger holds a copy in each region; the one opened after the loss, us copies only
+        # the ledger written after the loss has its copies on the us bookies that are left
         [on_a] = [t for t in placement.inspect(cluster, topic).topics if t.cluster == A]
-        assert on_a.ledgers[0].regions == ["eu", "us"] and on_a.ledgers[-1].regions == ["us"], on_a
+        assert on_a.ledgers and on_a.ledgers[-1].regions == ["us"], on_a
     finally:
         schedule.join()
         for n in eu_nodes:
