@@ -1,0 +1,195 @@
+"""The numbers a report plots, computed over the whole history in pyarrow and numpy: events per
+second by kind and cluster, and latency percentiles per time window. A plot gets a few thousand
+points whatever the history's size.
+
+Times are seconds since ``t0`` (the run's start). Percentiles are exact, nearest rank
+(``ceil(p * n)``-th smallest), like the verifier's whole-run figures.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+NS: Final = 1_000_000_000
+STEPS_S: Final[tuple[int, ...]] = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
+MAX_RATE_BINS: Final = 7200
+"""Rates are per second up to two hours of run; longer runs average over wider bins."""
+MAX_LATENCY_WINDOWS: Final = 300
+PERCENTILES: Final[tuple[tuple[str, float], ...]] = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
+
+KINDS: Final[dict[tuple[str, str | None], str]] = {
+    ("send", "invoke"): "sent",
+    ("send", "ok"): "acknowledged",
+    ("send", "fail"): "failed",
+    ("send", "info"): "unknown outcome",
+    ("receive", None): "delivered",
+    ("ack", "ok"): "consumer acks",
+    ("ack", None): "consumer acks",  # a null ack type is ok (older histories)
+    ("ack", "fail"): "consumer acks failed",
+}
+"""What each (op, type) is called on the page, in legend order."""
+KIND_ORDER: Final[tuple[str, ...]] = tuple(dict.fromkeys(KINDS.values()))
+
+
+def step_for(span_ns: int, max_bins: int) -> int:
+    """The smallest step of :data:`STEPS_S` (in ns) that cuts ``span_ns`` into at most ``max_bins`` bins."""
+    for s in STEPS_S:
+        if span_ns // (s * NS) + 1 <= max_bins:
+            return s * NS
+    return math.ceil((span_ns + 1) / max_bins / NS) * NS
+
+
+@dataclass
+class Rates:
+    """Events per second in consecutive bins; ``counts[(kind, cluster)]`` holds raw counts per bin."""
+
+    t0_ns: int
+    bin_ns: int
+    counts: dict[tuple[str, str | None], np.ndarray] = field(default_factory=dict)
+
+    @property
+    def bins(self) -> int:
+        return len(next(iter(self.counts.values()))) if self.counts else 0
+
+    @property
+    def starts_s(self) -> np.ndarray:
+        """Each bin's left edge, in seconds since ``t0``."""
+        return np.arange(self.bins) * (self.bin_ns / NS)
+
+    def per_second(self, key: tuple[str, str | None]) -> np.ndarray:
+        return self.counts[key] / (self.bin_ns / NS)
+
+    def clusters(self) -> list[str | None]:
+        return sorted({c for _, c in self.counts}, key=lambda c: (c is None, c or ""))
+
+
+def time_span(events: pa.Table) -> tuple[int, int]:
+    """(first, last) ``ts`` of the events."""
+    mm = pc.min_max(events["ts"])
+    return mm["min"].as_py(), mm["max"].as_py()
+
+
+def rates(events: pa.Table, t0_ns: int, bin_ns: int | None = None) -> Rates:
+    """Count the events of each kind (:data:`KINDS`) and cluster per bin, from ``t0_ns`` to the last event.
+
+    Every bin of the span is present, zero where nothing happened: an outage shows as a drop to zero.
+    """
+    if events.num_rows == 0:
+        return Rates(t0_ns, bin_ns or NS)
+    first, last = time_span(events)
+    if first < t0_ns:
+        raise ValueError(f"an event at {first} precedes t0 {t0_ns}")
+    bin_ns = bin_ns or step_for(last - t0_ns, MAX_RATE_BINS)
+    n_bins = (last - t0_ns) // bin_ns + 1
+    binned = pa.table({
+        "op": events["op"],
+        "type": events["type"],
+        "cluster": events["cluster"],
+        "bin": pc.divide(pc.subtract(events["ts"], t0_ns), bin_ns),  # integer division: both are int64
+    })
+    grouped = binned.group_by(["op", "type", "cluster", "bin"]).aggregate([([], "count_all")])
+    rows: dict[tuple[str, str | None], list[int]] = {}
+    keys = zip(grouped["op"].to_pylist(), grouped["type"].to_pylist(), grouped["cluster"].to_pylist(), strict=True)
+    for i, (op, typ, cluster) in enumerate(keys):
+        label = KINDS.get((op, typ))
+        if label is not None:
+            rows.setdefault((label, cluster), []).append(i)
+    bins, ns = grouped["bin"].to_numpy(), grouped["count_all"].to_numpy()
+    out = Rates(t0_ns, bin_ns)
+    for key in sorted(rows, key=lambda k: (KIND_ORDER.index(k[0]), k[1] is None, k[1] or "")):
+        arr = np.zeros(n_bins, np.int64)
+        np.add.at(arr, bins[rows[key]], ns[rows[key]])
+        out.counts[key] = arr
+    return out
+
+
+@dataclass
+class Latencies:
+    """Percentiles of one latency per window, in ms; windows without a sample are left out."""
+
+    t0_ns: int
+    window_ns: int
+    starts_s: np.ndarray  # left edge of each window with samples, seconds since t0
+    count: np.ndarray
+    percentiles: dict[str, np.ndarray]  # p50, p95, p99, max (ms)
+    samples: int = 0
+
+
+def windows(times_ns: np.ndarray, values_ns: np.ndarray, t0_ns: int, window_ns: int) -> Latencies:
+    """Nearest-rank percentiles and the maximum of ``values_ns`` per window of ``times_ns``."""
+    if len(times_ns) == 0:
+        empty = np.zeros(0)
+        return Latencies(t0_ns, window_ns, empty, np.zeros(0, np.int64), {n: empty for n, _ in (*PERCENTILES, ("max", 1))})
+    win = (times_ns - t0_ns) // window_ns
+    order = np.lexsort((values_ns, win))
+    win, vals = win[order], values_ns[order]
+    ids, starts, counts = np.unique(win, return_index=True, return_counts=True)
+    pct = {}
+    for name, p in PERCENTILES:
+        rank = np.maximum(np.ceil(p * counts).astype(np.int64), 1)
+        pct[name] = vals[starts + rank - 1] / 1e6
+    pct["max"] = vals[starts + counts - 1] / 1e6
+    return Latencies(t0_ns, window_ns, ids * (window_ns / NS), counts, pct, int(len(vals)))
+
+
+def _first_per_message(table: pa.Table, aggregates: list[tuple[str, str]]) -> pa.Table:
+    return table.group_by(["producer", "seq"], use_threads=False).aggregate(aggregates)
+
+
+def _of(events: pa.Table, op: str, typ: str | None = None) -> pa.Table:
+    mask = pc.equal(events["op"], op)
+    if typ is not None:
+        mask = pc.and_(mask, pc.equal(events["type"], typ))
+    mask = pc.and_(mask, pc.and_(events["producer"].is_valid(), events["seq"].is_valid()))
+    return events.filter(mask)
+
+
+def publish_latency(events: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """(time of the broker's ack, ack - invoke) of every acknowledged send, in ns."""
+    invokes = _first_per_message(_of(events, "send", "invoke"), [("ts", "min")]).rename_columns(["producer", "seq", "invoke"])
+    oks = _first_per_message(_of(events, "send", "ok"), [("ts", "min")]).rename_columns(["producer", "seq", "ok"])
+    both = oks.join(invokes, ["producer", "seq"], join_type="inner")
+    ok, invoke = both["ok"].to_numpy(), both["invoke"].to_numpy()
+    return ok, ok - invoke
+
+
+def end_to_end_latency(events: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """(first delivery, first delivery - publish time) of every delivered message, in ns; the publish
+    time is the one carried in the message, else the send's invoke."""
+    recv = _first_per_message(_of(events, "receive"), [("ts", "min"), ("publish_ts", "max")])
+    recv = recv.rename_columns(["producer", "seq", "first", "publish"])
+    invokes = _first_per_message(_of(events, "send", "invoke"), [("ts", "min")]).rename_columns(["producer", "seq", "invoke"])
+    both = recv.join(invokes, ["producer", "seq"], join_type="left outer")
+    sent = pc.coalesce(both["publish"], both["invoke"])
+    keep = sent.is_valid()
+    first = both["first"].filter(keep).to_numpy()
+    return first, first - sent.filter(keep).to_numpy()
+
+
+@dataclass
+class Aggregates:
+    """Everything plotted, for one run."""
+
+    t0_ns: int
+    end_ns: int
+    rates: Rates
+    publish: Latencies
+    end_to_end: Latencies
+
+
+def aggregate(events: pa.Table, t0_ns: int | None = None) -> Aggregates:
+    """Rates and latency windows of a run's send/receive/ack events; ``t0_ns`` defaults to the first event."""
+    first, last = time_span(events)
+    t0 = first if t0_ns is None else min(t0_ns, first)
+    window = step_for(last - t0, MAX_LATENCY_WINDOWS)
+    pub_t, pub_v = publish_latency(events)
+    e2e_t, e2e_v = end_to_end_latency(events)
+    return Aggregates(
+        t0, last, rates(events, t0), windows(pub_t, pub_v, t0, window), windows(e2e_t, e2e_v, t0, window)
+    )
