@@ -2,7 +2,8 @@
 second by kind and cluster, and latency percentiles per time window. A plot gets a few thousand
 points whatever the history's size.
 
-Times are seconds since ``t0`` (the run's start). Percentiles are exact, nearest rank
+Times are seconds since ``t0`` (the run's start). A latency is placed at the time its message was
+sent, so the sends a fault held up show at the fault. Percentiles are exact, nearest rank
 (``ceil(p * n)``-th smallest), like the verifier's whole-run figures.
 """
 
@@ -151,16 +152,16 @@ def _of(events: pa.Table, op: str, typ: str | None = None) -> pa.Table:
 
 
 def publish_latency(events: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-    """(time of the broker's ack, ack - invoke) of every acknowledged send, in ns."""
+    """(invoke, broker ack - invoke) of every acknowledged send, in ns."""
     invokes = _first_per_message(_of(events, "send", "invoke"), [("ts", "min")]).rename_columns(["producer", "seq", "invoke"])
     oks = _first_per_message(_of(events, "send", "ok"), [("ts", "min")]).rename_columns(["producer", "seq", "ok"])
     both = oks.join(invokes, ["producer", "seq"], join_type="inner")
     ok, invoke = both["ok"].to_numpy(), both["invoke"].to_numpy()
-    return ok, ok - invoke
+    return invoke, ok - invoke
 
 
 def end_to_end_latency(events: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-    """(first delivery, first delivery - publish time) of every delivered message, in ns; the publish
+    """(publish time, first delivery - publish time) of every delivered message, in ns; the publish
     time is the one carried in the message, else the send's invoke."""
     recv = _first_per_message(_of(events, "receive"), [("ts", "min"), ("publish_ts", "max")])
     recv = recv.rename_columns(["producer", "seq", "first", "publish"])
@@ -168,8 +169,8 @@ def end_to_end_latency(events: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     both = recv.join(invokes, ["producer", "seq"], join_type="left outer")
     sent = pc.coalesce(both["publish"], both["invoke"])
     keep = sent.is_valid()
-    first = both["first"].filter(keep).to_numpy()
-    return first, first - sent.filter(keep).to_numpy()
+    sent = sent.filter(keep).to_numpy()
+    return sent, both["first"].filter(keep).to_numpy() - sent
 
 
 @dataclass

@@ -7,6 +7,7 @@ from typing import Any, Final
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from pulsarlab.report.aggregate import NS, Aggregates, Latencies, Rates
 from pulsarlab.report.rundir import FaultMark
@@ -20,6 +21,10 @@ KIND_COLOURS: Final[dict[str, str]] = {
     "consumer acks": "#8c564b",
     "consumer acks failed": "#e377c2",
 }
+CONSUMER_KINDS: Final = frozenset({"delivered", "consumer acks", "consumer acks failed"})
+WIDE: Final = frozenset({"sent", "delivered"})
+LOG_RATIO: Final = 30
+"""Latency axes are logarithmic when the largest value plotted is this many times the smallest."""
 CLUSTER_DASHES: Final = ("solid", "dash", "dot", "dashdot", "longdash")
 PERCENTILE_STYLE: Final[dict[str, dict[str, Any]]] = {
     "p50": {"color": "#1f77b4"},
@@ -38,17 +43,17 @@ def fault_x(fault: FaultMark, t0_ns: int, producing_ns: int) -> float:
     return (producing_ns - t0_ns) / NS + (fault.at_s or 0.0)
 
 
-def _layout(fig: go.Figure, title: str, y_title: str, *, log: bool = False) -> go.Figure:
+def _layout(fig: go.Figure, title: str, y_title: str, *, log: bool = False, height: int = HEIGHT) -> go.Figure:
     fig.update_layout(
         title={"text": title, "x": 0.01},
-        height=HEIGHT,
+        height=height,
         margin={"l": 70, "r": 20, "t": 60, "b": 50},
-        legend={"orientation": "h", "y": -0.18},
+        legend={"orientation": "h", "y": -0.12 * HEIGHT / height},
         hovermode="x unified",
         template="plotly_white",
     )
     fig.update_xaxes(title_text="seconds since the run started", zeroline=False)
-    fig.update_yaxes(title_text=y_title, type="log" if log else "linear", rangemode="tozero")
+    fig.update_yaxes(title_text=y_title, type="log" if log else "linear", rangemode="tozero", dtick=1 if log else None)
     return fig
 
 
@@ -65,8 +70,10 @@ def mark_faults(fig: go.Figure, faults: list[FaultMark], t0_ns: int, producing_n
 
 
 def rates_figure(rates: Rates) -> go.Figure:
-    """One line per kind of event and cluster: events per second."""
-    fig = go.Figure()
+    """Events per second, one line per kind of event and cluster: the producers' side above, the
+    consumers' below. The first kind of each side is drawn wide so the next shows inside it where they agree."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=("producers: sends and their outcomes", "consumers: deliveries and acknowledgements"))
     clusters = rates.clusters()
     many = len(clusters) > 1
     width = rates.bin_ns / NS
@@ -79,29 +86,48 @@ def rates_figure(rates: Rates) -> go.Figure:
             mode="lines",
             name=f"{kind} · {cluster or 'no cluster'}" if many else kind,
             line={"color": KIND_COLOURS[kind], "dash": CLUSTER_DASHES[clusters.index(cluster) % len(CLUSTER_DASHES)],
-                  "width": 1.8, "shape": "hv"},
+                  "width": 5 if kind in WIDE else 1.8, "shape": "hv"},
             hovertemplate="%{y:,.0f}/s",
-        ))
+        ), row=2 if kind in CONSUMER_KINDS else 1, col=1)
     per = "per second" if width == 1 else f"per second (average over {width:g} s bins)"
-    return _layout(fig, f"Sends, acks and deliveries {per}", "events / s")
+    fig = _layout(fig, f"Sends, acks and deliveries {per}", "events / s", height=2 * HEIGHT - 80)
+    fig.update_xaxes(title_text=None, row=1, col=1)
+    return fig
+
+
+def _gaps(lat: Latencies, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every window from the first to the last, NaN where none had a sample: no line across a gap."""
+    if not len(lat.starts_s):
+        return lat.starts_s, values
+    step = lat.window_ns / NS
+    index = np.rint((lat.starts_s - lat.starts_s[0]) / step).astype(np.int64)
+    full = np.full(index[-1] + 1, np.nan)
+    full[index] = values
+    return lat.starts_s[0] + np.arange(index[-1] + 1) * step, full
 
 
 def latency_figure(lat: Latencies, title: str) -> go.Figure:
-    """p50/p95/p99/max of one latency per window, log scale."""
+    """p50/p95/p99/max of one latency per window of send time; log scale when they span decades."""
     fig = go.Figure()
+    counts = _gaps(lat, lat.count.astype(np.float64))[1]
     for name, values in lat.percentiles.items():
+        x, y = _gaps(lat, values)
         fig.add_trace(go.Scatter(
-            x=lat.starts_s,
-            y=values,
+            x=x,
+            y=y,
             mode="lines+markers" if len(values) < 60 else "lines",
             name=name,
             line={"width": 1.6, **PERCENTILE_STYLE[name]},
             marker={"size": 4},
-            customdata=lat.count,
-            hovertemplate="%{y:,.3f} ms (%{customdata:,} samples)",
+            customdata=counts,
+            hovertemplate="%{y:,.3f} ms (%{customdata:,} messages)",
         ))
+    values = np.concatenate(list(lat.percentiles.values())) if lat.samples else np.zeros(0)
+    positive = values[values > 0]
+    log = bool(len(positive)) and positive.max() / positive.min() > LOG_RATIO
     window = lat.window_ns / NS
-    fig = _layout(fig, f"{title}: percentiles per {window:g} s window ({lat.samples:,} messages)", "ms (log scale)", log=True)
+    fig = _layout(fig, f"{title}: percentiles per {window:g} s of send time ({lat.samples:,} messages)",
+                  "ms (log scale)" if log else "ms", log=log)
     if not lat.samples:
         fig.add_annotation(text="no samples in this history", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5,
                            font={"size": 16})

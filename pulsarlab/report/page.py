@@ -128,6 +128,8 @@ def render(run: RunDir, agg: Aggregates | None = None) -> str:
 
 def write_report(directory: str | Path, out: str | Path | None = None, verdict: str | Path | None = None) -> Path:
     """Write the report of a run directory (default ``DIR/report.html``) and return its path."""
+    if not Path(directory).is_dir():
+        raise UsageError(f"no run directory: {directory}")
     target = Path(out) if out is not None else Path(directory) / "report.html"
     if target.is_dir():
         raise UsageError(f"--out is a directory: {target} (give a file name, e.g. {target / 'report.html'})")

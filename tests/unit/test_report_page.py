@@ -1,0 +1,120 @@
+"""The report page's content (without a browser) and the ``pulsarlab report`` command's edges."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pulsarlab.cli import app
+from pulsarlab.report import load, render
+from tests import report_runs
+
+runner = CliRunner()
+
+
+def banner(html: str) -> str:
+    return re.search(r'<div class="banner [^"]+" id="verdict-banner">(.*?)</div>', html, re.S).group(0)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return report_runs.write_run(tmp_path_factory.mktemp("report") / "run", verdict=None, scenario=True)
+
+
+def test_without_a_verdict_the_page_says_so_and_never_pass(run: Path) -> None:
+    html = render(load(run))
+    assert "NO VERDICT: this run has not been verified" in banner(html)
+    assert 'class="banner missing"' in html
+    assert not re.search(r"verdict: *pass", html, re.I)
+    assert "<title>pulsarlab report: r1 (missing)</title>" in html
+    assert f"pulsarlab verify {run}" in html
+
+
+def test_the_verdict_table_shows_every_check_and_a_failure_loudly(run: Path, tmp_path: Path) -> None:
+    report_runs.write_verdict(run, "pass")
+    try:
+        html = render(load(run))
+        assert "verdict: PASS" in banner(html) and 'class="banner pass"' in html
+        checks = json.loads((run / "verdict.json").read_text())["checks"]
+        assert len(re.findall(r'<td class="ok">ok</td>', html)) == len(checks)
+        assert "longest_gap_without_ack_s.seconds" in html
+        report_runs.write_verdict(run, "fail")
+        html = render(load(run))
+        assert "verdict: FAIL" in banner(html)
+        assert re.search(r"<td>lost</td><td class=\"num\">3</td>\s*<td class=\"bad\">FAIL</td>", html)
+        assert "&#34;seq&#34;: 41" in html  # the first example, escaped
+    finally:
+        (run / "verdict.json").unlink()
+
+
+def test_a_verdict_about_another_directory_or_older_than_the_history_is_flagged(run: Path, tmp_path: Path) -> None:
+    report_runs.write_verdict(run, "pass", judged=tmp_path / "elsewhere")
+    try:
+        verdict = run / "verdict.json"
+        os.utime(verdict, (1, 1))
+        warnings = load(run).verdict_warnings
+        assert any("elsewhere" in w and "not " + str(run) in w for w in warnings)
+        assert any("older than the history" in w for w in warnings)
+        assert "older than the history" in render(load(run))
+    finally:
+        (run / "verdict.json").unlink()
+
+
+def test_faults_and_the_scenario_verdict_are_shown(run: Path) -> None:
+    html = render(load(run))
+    faults = re.search(r'<table id="faults">.*?</table>', html, re.S).group(0)
+    assert faults.count("<tr>") == 3 and "kill pulsar1-eu" in faults and "started pulsar1-eu" in faults
+    assert "8.00" in faults and "2023-11-14 22:13:28.000 UTC" in faults
+    assert html.count('"text":"kill pulsar1-eu"') == 4  # a labelled line on each figure, both rows of the rates'
+    assert "<h2>Scenario</h2>" in html
+    assert re.search(r"<td>lost == 0</td>\s*<td class=\"num\">0</td>\s*<td class=\"ok\">pass</td>", html)
+    assert re.search(r"<td>rto_s &lt; 2</td>\s*<td class=\"num\">4.000</td>\s*<td class=\"bad\">FAIL</td>", html)
+    assert "first_ok_after_fault_s" in html and "r1-p0" in html
+
+
+def test_the_page_is_self_contained(run: Path) -> None:
+    html = render(load(run))
+    assert not re.search(r"<(script|link|img)[^>]+(src|href)=", html)
+    assert "Plotly.newPlot" in html and len(html) > 3_000_000  # plotly.js is inside
+
+
+def test_report_command_writes_the_page_and_prints_its_path(run: Path, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["report", str(run)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == str(run / "report.html")
+    assert (run / "report.html").stat().st_size > 3_000_000
+    out = tmp_path / "page.html"
+    result = runner.invoke(app, ["report", str(run), "--out", str(out)])
+    assert result.exit_code == 0 and result.stdout.strip() == str(out) and out.exists()
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize(("args", "code", "says"), [
+    (["report"], 2, "Missing argument"),
+    (["report", "{tmp}/absent"], 2, "no run directory: {tmp}/absent"),
+    (["report", "{tmp}"], 1, "no history in {tmp}: no Parquet parts or driver journals"),
+    (["report", "{run}", "--out", "{tmp}/no/such/dir/r.html"], 2, "no directory for the report: {tmp}/no/such/dir"),
+    (["report", "{run}", "--verdict", "{tmp}/v.json"], 2, "no verdict file: {tmp}/v.json"),
+])
+def test_bad_input_is_one_line_and_a_documented_exit_code(run: Path, tmp_path: Path, args, code, says) -> None:
+    fill = {"tmp": str(tmp_path), "run": str(run)}
+    result = runner.invoke(app, [a.format(**fill) for a in args])
+    assert result.exit_code == code, result.output
+    assert says.format(**fill) in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_unreadable_side_files_name_the_file(tmp_path: Path) -> None:
+    run = report_runs.write_run(tmp_path / "run", verdict=None, faults=False)
+    (run / "faults.json").write_text('[{"at_s": 1}]')
+    result = runner.invoke(app, ["report", str(run)])
+    assert result.exit_code == 1 and f"unreadable {run / 'faults.json'}: entry 0 has no 'fault' text" in result.stderr
+    (run / "faults.json").unlink()
+    (run / "verdict.json").write_text("{not json")
+    result = runner.invoke(app, ["report", str(run)])
+    assert result.exit_code == 1 and f"unreadable {run / 'verdict.json'}" in result.stderr
