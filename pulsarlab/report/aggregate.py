@@ -139,38 +139,69 @@ def windows(times_ns: np.ndarray, values_ns: np.ndarray, t0_ns: int, window_ns: 
     return Latencies(t0_ns, window_ns, ids * (window_ns / NS), counts, pct, int(len(vals)))
 
 
-def _first_per_message(table: pa.Table, aggregates: list[tuple[str, str]]) -> pa.Table:
-    return table.group_by(["producer", "seq"], use_threads=False).aggregate(aggregates)
+ABSENT: Final = np.iinfo(np.int64).min
+"""A message's time that is not in the history."""
 
 
-def _of(events: pa.Table, op: str, typ: str | None = None) -> pa.Table:
-    mask = pc.equal(events["op"], op)
-    if typ is not None:
-        mask = pc.and_(mask, pc.equal(events["type"], typ))
-    mask = pc.and_(mask, pc.and_(events["producer"].is_valid(), events["seq"].is_valid()))
-    return events.filter(mask)
+@dataclass
+class Messages:
+    """Per message (producer, seq): its first invoke, first broker ack, first delivery, and the latest
+    publish time its deliveries carry (ns; :data:`ABSENT` where there is none)."""
+
+    invoke: np.ndarray
+    ok: np.ndarray
+    received: np.ndarray
+    published: np.ndarray
 
 
-def publish_latency(events: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+def _mask(condition: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    return pc.fill_null(condition, False).to_numpy(zero_copy_only=False)
+
+
+def messages(events: pa.Table) -> Messages:
+    """One sort over the send and receive rows, by (producer, seq, which time, time): the first row of
+    each (message, which time) is its earliest such time. A publish time enters negated, so its
+    earliest is the latest publish time."""
+    identified = _mask(pc.and_(events["producer"].is_valid(), events["seq"].is_valid()))
+    t = events.filter(pa.array(identified))
+    op, typ = t["op"], t["type"]
+    sides = [
+        (_mask(pc.and_(pc.equal(op, "send"), pc.equal(typ, "invoke"))), t["ts"], 1),
+        (_mask(pc.and_(pc.equal(op, "send"), pc.equal(typ, "ok"))), t["ts"], 1),
+        (_mask(pc.equal(op, "receive")), t["ts"], 1),
+        (_mask(pc.and_(pc.equal(op, "receive"), t["publish_ts"].is_valid())), t["publish_ts"], -1),
+    ]
+    producer = pc.dictionary_encode(t["producer"].combine_chunks()).indices.to_numpy(zero_copy_only=False)
+    seq = t["seq"].to_numpy()
+    code = np.concatenate([producer[m] for m, _, _ in sides])
+    sq = np.concatenate([seq[m] for m, _, _ in sides])
+    side = np.concatenate([np.full(int(m.sum()), i, np.int8) for i, (m, _, _) in enumerate(sides)])
+    value = np.concatenate([pc.fill_null(v, 0).to_numpy()[m] * sign for m, v, sign in sides])
+    if not len(code):
+        return Messages(*(np.zeros(0, np.int64) for _ in range(4)))
+    order = np.lexsort((value, side, sq, code))
+    code, sq, side, value = code[order], sq[order], side[order], value[order]
+    new_message = np.r_[True, (code[1:] != code[:-1]) | (sq[1:] != sq[:-1])]
+    first = new_message | np.r_[True, side[1:] != side[:-1]]
+    message = np.cumsum(new_message) - 1
+    out = np.full((len(sides), int(new_message.sum())), ABSENT, np.int64)
+    out[side[first], message[first]] = value[first]
+    published = np.where(out[3] == ABSENT, ABSENT, -out[3])
+    return Messages(out[0], out[1], out[2], published)
+
+
+def publish_latency(m: Messages) -> tuple[np.ndarray, np.ndarray]:
     """(invoke, broker ack - invoke) of every acknowledged send, in ns."""
-    invokes = _first_per_message(_of(events, "send", "invoke"), [("ts", "min")]).rename_columns(["producer", "seq", "invoke"])
-    oks = _first_per_message(_of(events, "send", "ok"), [("ts", "min")]).rename_columns(["producer", "seq", "ok"])
-    both = oks.join(invokes, ["producer", "seq"], join_type="inner")
-    ok, invoke = both["ok"].to_numpy(), both["invoke"].to_numpy()
-    return invoke, ok - invoke
+    timed = (m.invoke != ABSENT) & (m.ok != ABSENT)
+    return m.invoke[timed], m.ok[timed] - m.invoke[timed]
 
 
-def end_to_end_latency(events: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+def end_to_end_latency(m: Messages) -> tuple[np.ndarray, np.ndarray]:
     """(publish time, first delivery - publish time) of every delivered message, in ns; the publish
     time is the one carried in the message, else the send's invoke."""
-    recv = _first_per_message(_of(events, "receive"), [("ts", "min"), ("publish_ts", "max")])
-    recv = recv.rename_columns(["producer", "seq", "first", "publish"])
-    invokes = _first_per_message(_of(events, "send", "invoke"), [("ts", "min")]).rename_columns(["producer", "seq", "invoke"])
-    both = recv.join(invokes, ["producer", "seq"], join_type="left outer")
-    sent = pc.coalesce(both["publish"], both["invoke"])
-    keep = sent.is_valid()
-    sent = sent.filter(keep).to_numpy()
-    return sent, both["first"].filter(keep).to_numpy() - sent
+    sent = np.where(m.published != ABSENT, m.published, m.invoke)
+    timed = (m.received != ABSENT) & (sent != ABSENT)
+    return sent[timed], m.received[timed] - sent[timed]
 
 
 @dataclass
@@ -189,8 +220,9 @@ def aggregate(events: pa.Table, t0_ns: int | None = None) -> Aggregates:
     first, last = time_span(events)
     t0 = first if t0_ns is None else min(t0_ns, first)
     window = step_for(last - t0, MAX_LATENCY_WINDOWS)
-    pub_t, pub_v = publish_latency(events)
-    e2e_t, e2e_v = end_to_end_latency(events)
+    per_message = messages(events)
+    pub_t, pub_v = publish_latency(per_message)
+    e2e_t, e2e_v = end_to_end_latency(per_message)
     return Aggregates(
         t0, last, rates(events, t0), windows(pub_t, pub_v, t0, window), windows(e2e_t, e2e_v, t0, window)
     )

@@ -10,7 +10,16 @@ import pytest
 
 from pulsarlab.errors import UsageError
 from pulsarlab.history import SCHEMA, HistoryWriter, write_table
-from pulsarlab.report.aggregate import NS, aggregate, end_to_end_latency, publish_latency, rates, step_for, windows
+from pulsarlab.report.aggregate import (
+    NS,
+    aggregate,
+    end_to_end_latency,
+    messages,
+    publish_latency,
+    rates,
+    step_for,
+    windows,
+)
 from pulsarlab.report.rundir import ReportInputError, load
 from tests import report_runs
 
@@ -89,7 +98,7 @@ def test_publish_latency_pairs_each_ack_with_its_own_invoke() -> None:
         send("q", 0, "ok", 31), send("p", 1, "ok", 4), send("p", 0, "ok", 10),
         send("p", 2, "invoke", 5), send("p", 2, "info", 9),  # no ack: no latency
     ])
-    at, value = publish_latency(events)
+    at, value = publish_latency(messages(events))
     assert sorted(zip((at - T0) // MS, value // MS, strict=True)) == [(0, 10), (1, 30), (2, 2)]
 
 
@@ -102,8 +111,10 @@ def test_end_to_end_latency_from_the_message_publish_time_or_else_the_invoke_to_
         {"op": "receive", "producer": "p", "seq": 1, "ts": T0 + 70 * MS},  # no publish_ts: from the invoke
         {"op": "receive", "producer": "x", "seq": 5, "ts": T0 + 80 * MS},  # never sent here, no publish_ts: no latency
     ])
-    at, value = end_to_end_latency(events)
+    at, value = end_to_end_latency(messages(events))
     assert sorted(zip((at - T0) // MS, value // MS, strict=True)) == [(10, 40), (20, 50)]
+    anonymous = table([{"op": "receive", "ts": T0}])
+    assert [len(a) for a in end_to_end_latency(messages(anonymous))] == [0, 0]
 
 
 def test_a_hand_made_run_aggregates_to_its_known_rates_and_latencies(tmp_path: Path) -> None:
