@@ -29,12 +29,14 @@ def chromium(page: Path, tmp: Path, *args: str) -> subprocess.CompletedProcess[s
         pytest.fail("chromium is not installed: `apt-get install -y chromium` (Debian's package; .ci/run installs it), "
                     "or leave this test out with -m 'not browser'")
     command = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--user-data-dir={tmp / 'profile'}",
-               "--virtual-time-budget=20000", *args, page.as_uri()]
+               "--enable-logging=stderr", "--v=0", "--virtual-time-budget=20000", *args, page.as_uri()]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
         pytest.fail(f"chromium did not finish rendering {page} within {TIMEOUT_S}s")
     assert done.returncode == 0, f"chromium exited {done.returncode}: {done.stderr[-2000:]}"
+    console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
+    assert not console, "the page wrote to the browser console:\n" + "\n".join(console)
     return done
 
 
