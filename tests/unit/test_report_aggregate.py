@@ -10,6 +10,7 @@ import pytest
 
 from pulsarlab.errors import UsageError
 from pulsarlab.history import SCHEMA, HistoryWriter, write_table
+from pulsarlab.history.journal import EVENTS_SUFFIX, HAS_SEQ, write_meta
 from pulsarlab.report.aggregate import (
     NS,
     aggregate,
@@ -22,6 +23,7 @@ from pulsarlab.report.aggregate import (
 )
 from pulsarlab.report.rundir import ReportInputError, load
 from tests import report_runs
+from tests.unit.test_journal import records, write_strings
 
 T0 = 1_700_000_000 * NS
 MS = 1_000_000
@@ -142,6 +144,19 @@ def test_journals_of_running_writers_are_read_in_place(tmp_path: Path) -> None:
     assert run.events.num_rows == 1 and run.sources == 1
     assert w.journal_path.exists() and not w.parquet_path.exists()  # not taken from the live writer
     w.close()
+
+
+def test_a_driver_journal_is_read_in_place(tmp_path: Path) -> None:
+    base = tmp_path / "producer-p0"
+    write_meta(base, {"producer": "p0", "cluster": "eu"})
+    write_strings(base, [])
+    journal = Path(f"{base}{EVENTS_SUFFIX}")
+    journal.write_bytes(records({"kind": 1, "flags": HAS_SEQ, "ts": T0, "seq": 0},
+                                {"kind": 2, "flags": HAS_SEQ, "ts": T0 + 5 * MS, "seq": 0}).tobytes())
+    run = load(tmp_path)
+    assert journal.exists() and not (tmp_path / "producer-p0.parquet").exists()
+    assert run.sources == 1
+    assert aggregate(run.events).publish.percentiles["max"].tolist() == [5.0]
 
 
 def test_a_directory_without_a_history_is_refused(tmp_path: Path) -> None:
