@@ -53,7 +53,8 @@ def write_run(directory: Path, *, verdict: str | None = "pass", faults: bool = T
 
 
 def write_verdict(directory: Path, status: str, judged: Path | None = None) -> Path:
-    """A verdict in the verifier's own format: ``pass`` (every check zero) or ``fail`` (3 lost)."""
+    """A verdict in the verifier's own format: ``pass`` (every check zero), ``fail`` (3 lost) or
+    ``inconclusive`` (every check zero, a scan missing)."""
     checks = [Check(name, 3 if (status == "fail" and name == "lost") else 0) for name in CHECKS]
     if status == "fail":
         checks[0].examples = [{"producer": "r1-p0", "seq": 41}]
@@ -62,7 +63,9 @@ def write_verdict(directory: Path, status: str, judged: Path | None = None) -> P
         "publish_latency_ms": {"p50": 5.0, "p99": 3000.0},
         "longest_gap_without_ack_s": {"seconds": 4.0, "from_ts": T0 + 8 * NS, "to_ts": T0 + 12 * NS},
     }
-    verdict = Verdict([str(judged or directory)], checks, metrics, seconds=1.5)
+    reasons = ["no scan of partition 0 on eu: storage was not read"] if status == "inconclusive" else []
+    verdict = Verdict([str(judged or directory)], checks, metrics, seconds=1.5, reasons=reasons)
+    assert verdict.status == status
     return verdict.write(directory / "verdict.json")
 
 

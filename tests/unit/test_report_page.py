@@ -48,6 +48,10 @@ def test_the_verdict_table_shows_every_check_and_a_failure_loudly(run: Path, tmp
         assert "verdict: FAIL" in banner(html)
         assert re.search(r"<td>lost</td><td class=\"num\">3</td>\s*<td class=\"bad\">FAIL</td>", html)
         assert "&#34;seq&#34;: 41" in html  # the first example, escaped
+        report_runs.write_verdict(run, "inconclusive")
+        html = render(load(run))
+        assert "verdict: INCONCLUSIVE" in banner(html) and 'class="banner inconclusive"' in html
+        assert "inconclusive: no scan of partition 0 on eu" in html
     finally:
         (run / "verdict.json").unlink()
 
