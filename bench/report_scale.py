@@ -103,7 +103,7 @@ def main() -> None:
             run = load(d)
             t_read = time.monotonic() - t
             t = time.monotonic()
-            agg = aggregate(run.events, run.manifest.started_ts)
+            agg = aggregate(run.events, run.started_ns)
             t_agg = time.monotonic() - t
             t = time.monotonic()
             render(run, agg)

@@ -12,10 +12,13 @@ from pulsarlab.cli_common import reported
 
 @reported
 def report_cmd(
-    directory: Annotated[Path, typer.Argument(help="a run directory written by 'workload run' (or a scenario run)")],
-    out: Annotated[Path | None, typer.Option("--out", help="the page to write (default: DIR/report.html)")] = None,
+    directories: Annotated[
+        list[Path], typer.Argument(help="a run directory written by 'workload run' (or a scenario run); several: one history")
+    ],
+    out: Annotated[Path | None, typer.Option("--out", help="the page to write (default: DIR/report.html, the first DIR)")] = None,
     verdict: Annotated[
-        Path | None, typer.Option(help="the verdict to show (default: DIR/verdict.json, written by 'pulsarlab verify DIR')")
+        Path | None,
+        typer.Option(help="the verdict to show (default with one DIR: DIR/verdict.json, written by 'pulsarlab verify DIR')"),
     ] = None,
 ) -> None:
     """Write one self-contained HTML page: traffic and latency over time with the faults marked, and the verdict.
@@ -24,7 +27,7 @@ def report_cmd(
     """
     from pulsarlab.report import write_report
 
-    print(write_report(directory, out, verdict))
+    print(write_report(directories, out, verdict))
 
 
 def register(app: typer.Typer) -> None:

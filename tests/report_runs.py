@@ -20,12 +20,14 @@ PUB_MS = 5  # publish latency of every send outside the outage
 E2E_MS = 12  # end-to-end latency of every message outside the outage
 
 
-def write_run(directory: Path, *, verdict: str | None = "pass", faults: bool = True, scenario: bool = False) -> Path:
+def write_run(
+    directory: Path, *, verdict: str | None = "pass", faults: bool = True, scenario: bool = False, run: str = "r1"
+) -> Path:
     """Two producers (one per cluster) at :data:`RATE` msg/s for :data:`SECONDS` s starting one second after
     ``T0``; during :data:`OUTAGE` sends are invoked but complete only when it ends (their latency grows)."""
     directory.mkdir(parents=True, exist_ok=True)
     for i, cluster in enumerate(("eu", "us")):
-        producer = f"r1-p{i}"
+        producer = f"{run}-p{i}"
         with HistoryWriter(directory, f"producer-p{i}") as pw, HistoryWriter(directory, f"consumer-c{i}") as cw:
             cw.append(op="subscribe", cluster=cluster, topic="t", consumer=f"c{i}", subscription="s", ts=T0)
             for seq in range(RATE * SECONDS):
@@ -38,7 +40,7 @@ def write_run(directory: Path, *, verdict: str | None = "pass", faults: bool = T
                 got = max(done, sent + E2E_MS * 1_000_000)
                 cw.append(op="receive", ts=got, publish_ts=sent, consumer=f"c{i}", subscription="s", **common)
                 cw.append(op="ack", type="ok", ts=got + 1_000_000, consumer=f"c{i}", subscription="s", **common)
-    Manifest("r1", "t", 0, "eu", ["eu", "us"], "s", started_ts=T0, ended_ts=T0 + (SECONDS + 2) * NS, finished=True,
+    Manifest(run, "t", 0, "eu", ["eu", "us"], "s", started_ts=T0, ended_ts=T0 + (SECONDS + 2) * NS, finished=True,
              drivers=[DriverOutcome(f"p{i}", "produce", f"producer-p{i}", 0) for i in (0, 1)]).write(directory)
     if verdict is not None:
         write_verdict(directory, verdict)

@@ -7,6 +7,7 @@ import datetime as dt
 import json
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -94,9 +95,8 @@ def _environment() -> jinja2.Environment:
 
 
 def render(run: RunDir, agg: Aggregates | None = None) -> str:
-    """The page's HTML for a loaded run directory."""
-    manifest = run.manifest
-    agg = agg or aggregate(run.events, manifest.started_ts if manifest else None)
+    """The page's HTML for a loaded run directory (or several)."""
+    agg = agg or aggregate(run.events, run.started_ns)
     sends = run.events.filter(pc.and_(pc.equal(run.events["op"], "send"), pc.equal(run.events["type"], "invoke")))
     producing = pc.min(sends["ts"]).as_py() if sends.num_rows else agg.t0_ns
     faults = run.faults or []
@@ -108,8 +108,9 @@ def render(run: RunDir, agg: Aggregates | None = None) -> str:
     verdict = run.verdict
     return _environment().get_template(TEMPLATE).render(
         run=run,
-        manifest=manifest,
-        title=manifest.run if manifest else run.directory.name,
+        manifests=run.manifests,
+        title=" + ".join(m.run for m in run.manifests) or ", ".join(d.name for d in run.directories),
+        dirs=" ".join(map(str, run.directories)),
         started=utc(agg.t0_ns),
         ended=utc(agg.end_ns),
         duration_s=(agg.end_ns - agg.t0_ns) / NS,
@@ -120,22 +121,29 @@ def render(run: RunDir, agg: Aggregates | None = None) -> str:
         metrics=flatten(verdict.get("metrics") or {}) if verdict else [],
         faults=[(f, figs.fault_x(f, agg.t0_ns, producing)) for f in faults],
         faults_present=run.faults is not None,
-        scenario_tables=json_tables(run.scenario) if run.scenario else [],
+        scenarios=[(d, json_tables(data)) for d, data in run.scenarios],
         figures=fig_html,
         plotlyjs=get_plotlyjs(),
     )
 
 
-def write_report(directory: str | Path, out: str | Path | None = None, verdict: str | Path | None = None) -> Path:
-    """Write the report of a run directory (default ``DIR/report.html``) and return its path."""
-    if not Path(directory).is_dir():
-        raise UsageError(f"no run directory: {directory}")
-    target = Path(out) if out is not None else Path(directory) / "report.html"
+def write_report(
+    directories: str | Path | Sequence[str | Path], out: str | Path | None = None, verdict: str | Path | None = None
+) -> Path:
+    """Write the report of a run directory, or several as one history (default: the first one's
+    ``report.html``), and return its path."""
+    dirs = [Path(directories)] if isinstance(directories, str | Path) else [Path(d) for d in directories]
+    for d in dirs:
+        if not d.is_dir():
+            raise UsageError(f"no run directory: {d}")
+    if not dirs:
+        raise UsageError("no run directory given")
+    target = Path(out) if out is not None else dirs[0] / "report.html"
     if target.is_dir():
         raise UsageError(f"--out is a directory: {target} (give a file name, e.g. {target / 'report.html'})")
     if not target.parent.is_dir():
         raise UsageError(f"no directory for the report: {target.parent}")
-    html = render(load(directory, verdict))
+    html = render(load(dirs, verdict))
     partial = target.with_name(f".{target.name}.tmp")
     partial.write_text(html, encoding="utf-8")
     os.replace(partial, target)

@@ -8,6 +8,7 @@ died) is read where it is, not converted, so a report never takes a live writer'
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -46,46 +47,66 @@ class FaultMark:
 
 @dataclass
 class RunDir:
-    """Everything a report shows about one run directory."""
+    """Everything a report shows about a run directory, or several judged as one history."""
 
-    directory: Path
+    directories: list[Path]
     events: pa.Table
-    manifest: Manifest | None
+    manifests: list[Manifest]
     verdict: dict[str, Any] | None
-    verdict_path: Path
+    verdict_path: Path | None
     verdict_warnings: list[str] = field(default_factory=list)
     faults: list[FaultMark] | None = None
-    scenario: dict[str, Any] | None = None
+    scenarios: list[tuple[Path, dict[str, Any]]] = field(default_factory=list)
     sources: int = 0  # Parquet parts and journals read
 
+    @property
+    def directory(self) -> Path:
+        return self.directories[0]
 
-def load(directory: str | Path, verdict_path: str | Path | None = None) -> RunDir:
-    """Read a run directory; ``verdict_path`` overrides ``DIR/verdict.json``."""
-    d = Path(directory)
-    if not d.is_dir():
-        raise UsageError(f"no run directory: {d}")
-    events, sources = read_events_of(d)
-    if sources == 0:
-        raise ReportInputError(
-            f"no history in {d}: no Parquet parts or driver journals (write one with: pulsarlab workload run --out {d})"
-        )
+    @property
+    def started_ns(self) -> int | None:
+        """When the first run started, by its manifest."""
+        return min((m.started_ts for m in self.manifests), default=None)
+
+
+def load(directories: str | Path | Sequence[str | Path], verdict_path: str | Path | None = None) -> RunDir:
+    """Read one run directory, or several as one history (as ``pulsarlab verify`` judges them);
+    ``verdict_path`` overrides ``DIR/verdict.json`` (with several directories there is no default)."""
+    dirs = [Path(directories)] if isinstance(directories, str | Path) else [Path(d) for d in directories]
+    if not dirs:
+        raise UsageError("no run directory given")
+    tables, sources, manifests = [], 0, []
+    for d in dirs:
+        if not d.is_dir():
+            raise UsageError(f"no run directory: {d}")
+        events, found = read_events_of(d)
+        if found == 0:
+            raise ReportInputError(
+                f"no history in {d}: no Parquet parts or driver journals (write one with: pulsarlab workload run --out {d})"
+            )
+        tables.append(events)
+        sources += found
+        try:
+            manifest = read_manifest(d)
+        except (ValueError, TypeError) as exc:
+            raise ReportInputError(f"unreadable manifest {d / MANIFEST}: {exc}") from None
+        if manifest is not None:
+            manifests.append(manifest)
+    events = pa.concat_tables(tables)
     if events.num_rows == 0:
-        raise ReportInputError(f"nothing to plot in {d}: its history has no send, receive or ack events")
-    try:
-        manifest = read_manifest(d)
-    except (ValueError, TypeError) as exc:
-        raise ReportInputError(f"unreadable manifest {d / MANIFEST}: {exc}") from None
-    vpath = Path(verdict_path) if verdict_path is not None else d / VERDICT_FILE
+        raise ReportInputError(f"nothing to plot in {', '.join(map(str, dirs))}: no send, receive or ack events")
+    vpath = Path(verdict_path) if verdict_path is not None else (dirs[0] / VERDICT_FILE if len(dirs) == 1 else None)
     if verdict_path is not None and not vpath.is_file():
         raise UsageError(f"no verdict file: {vpath}")
-    verdict = _json(vpath, dict) if vpath.is_file() else None
-    run = RunDir(d, events, manifest, verdict, vpath, sources=sources)
+    verdict = _json(vpath, dict) if vpath is not None and vpath.is_file() else None
+    run = RunDir(dirs, events, manifests, verdict, vpath, sources=sources)
     if verdict is not None:
-        run.verdict_warnings = _verdict_warnings(d, vpath, verdict)
-    if (d / FAULTS_FILE).is_file():
-        run.faults = _faults(d / FAULTS_FILE)
-    if (d / SCENARIO_FILE).is_file():
-        run.scenario = _json(d / SCENARIO_FILE, dict)
+        run.verdict_warnings = _verdict_warnings(dirs, vpath, verdict)
+    for d in dirs:
+        if (d / FAULTS_FILE).is_file():
+            run.faults = (run.faults or []) + _faults(d / FAULTS_FILE)
+        if (d / SCENARIO_FILE).is_file():
+            run.scenarios.append((d, _json(d / SCENARIO_FILE, dict)))
     return run
 
 
@@ -133,17 +154,16 @@ def _faults(path: Path) -> list[FaultMark]:
     return out
 
 
-def _verdict_warnings(directory: Path, vpath: Path, verdict: dict[str, Any]) -> list[str]:
-    """Reasons to doubt that this verdict speaks for this history."""
+def _verdict_warnings(directories: list[Path], vpath: Path, verdict: dict[str, Any]) -> list[str]:
+    """Reasons to doubt that this verdict speaks for the history plotted."""
     warnings = []
     if "status" not in verdict or "checks" not in verdict:
         raise ReportInputError(f"unreadable {vpath}: not a verdict (no 'status' or 'checks'; written by pulsarlab verify --out?)")
-    judged = [Path(p).resolve() for p in verdict.get("directories", [])]
-    if judged and directory.resolve() not in judged:
-        warnings.append(f"this verdict judged {', '.join(map(str, judged))}, not {directory}")
-    elif len(judged) > 1:
-        warnings.append(f"this verdict judged {len(judged)} directories as one history: {', '.join(map(str, judged))}")
-    newest = max((p.stat().st_mtime for p in part_files(directory)), default=0.0)
+    judged = {Path(p).resolve() for p in verdict.get("directories", [])}
+    plotted = {d.resolve() for d in directories}
+    if judged and judged != plotted:
+        warnings.append(f"this verdict judged {', '.join(map(str, sorted(judged)))}, not {', '.join(map(str, directories))}")
+    newest = max((p.stat().st_mtime for d in directories for p in part_files(d)), default=0.0)
     if newest > vpath.stat().st_mtime:
         warnings.append(f"{vpath.name} is older than the history: it may not judge the history plotted here")
     return warnings

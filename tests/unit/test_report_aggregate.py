@@ -121,7 +121,7 @@ def test_end_to_end_latency_from_the_message_publish_time_or_else_the_invoke_to_
 
 def test_a_hand_made_run_aggregates_to_its_known_rates_and_latencies(tmp_path: Path) -> None:
     run = load(report_runs.write_run(tmp_path / "run"))
-    agg = aggregate(run.events, run.manifest.started_ts)
+    agg = aggregate(run.events, run.started_ns)
     assert agg.t0_ns == report_runs.T0
     r = agg.rates.counts
     assert r[("sent", "eu")].tolist() == [0] + [40] * 20

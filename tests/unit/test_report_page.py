@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from pulsarlab.cli import app
 from pulsarlab.report import load, render
+from pulsarlab.report.aggregate import aggregate
 from tests import report_runs
 
 runner = CliRunner()
@@ -122,3 +123,23 @@ def test_unreadable_side_files_name_the_file(tmp_path: Path) -> None:
     (run / "verdict.json").write_text("{not json")
     result = runner.invoke(app, ["report", str(run)])
     assert result.exit_code == 1 and f"unreadable {run / 'verdict.json'}" in result.stderr
+
+
+def test_several_directories_are_one_history_and_need_their_own_verdict(tmp_path: Path) -> None:
+    a = report_runs.write_run(tmp_path / "a", verdict=None, faults=False)
+    b = report_runs.write_run(tmp_path / "b", verdict=None, faults=True, run="r2")
+    both = load([a, b])
+    assert both.verdict is None and both.verdict_path is None and len(both.faults) == 2
+    assert aggregate(both.events, both.started_ns).rates.counts[("sent", "eu")].tolist() == [0] + [80] * 20
+    html = render(both)
+    assert "<title>pulsarlab report: r1 + r2 (missing)</title>" in html and f"pulsarlab verify {a} {b} --out FILE" in html
+    assert html.count("<td>r2</td>") == 2  # the drivers table says which run each driver belongs to
+    report_runs.write_verdict(a, "pass")
+    verdict = a / "verdict.json"
+    assert any(f"not {a}, {b}" in w for w in load([a, b], verdict).verdict_warnings)  # it judged a alone
+    json_verdict = json.loads(verdict.read_text())
+    verdict.write_text(json.dumps({**json_verdict, "directories": [str(a), str(b)]}))
+    assert load([a, b], verdict).verdict_warnings == []
+    result = runner.invoke(app, ["report", str(a), str(b), "--verdict", str(verdict)])
+    assert result.exit_code == 0 and result.stdout.strip() == str(a / "report.html")
+    assert "verdict: PASS" in banner((a / "report.html").read_text())
