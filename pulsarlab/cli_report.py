@@ -13,7 +13,8 @@ from pulsarlab.cli_common import reported
 @reported
 def report_cmd(
     directories: Annotated[
-        list[Path], typer.Argument(help="a run directory written by 'workload run' (or a scenario run); several: one history")
+        list[Path],
+        typer.Argument(metavar="DIR", help="a run directory written by 'workload run' (or a scenario run); several: one history"),
     ],
     out: Annotated[Path | None, typer.Option("--out", help="the page to write (default: DIR/report.html, the first DIR)")] = None,
     verdict: Annotated[
