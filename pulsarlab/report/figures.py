@@ -156,7 +156,7 @@ def figures(agg: Aggregates, faults: list[FaultMark], verdict: dict[str, Any] | 
     }
     longest_gap(out["rates"], verdict, agg.t0_ns)
     marks = [fault_x(f, agg.t0_ns, producing_ns) for f in faults]
-    span = (min(0.0, *marks), max(agg.rates.bins * agg.rates.bin_ns / NS, *marks))  # one time axis for every plot
+    span = (min([0.0, *marks]), max([agg.rates.bins * agg.rates.bin_ns / NS, *marks]))  # one time axis for every plot
     for fig in out.values():
         mark_faults(fig, faults, agg.t0_ns, producing_ns)
         fig.update_xaxes(range=span)

@@ -82,6 +82,12 @@ def test_faults_and_the_scenario_verdict_are_shown(run: Path) -> None:
     assert "first_ok_after_fault_s" in html and "r1-p0" in html
 
 
+def test_without_faults_there_is_no_fault_section_and_every_plot_spans_the_run(tmp_path: Path) -> None:
+    html = render(load(report_runs.write_run(tmp_path / "run", faults=False)))
+    assert "<h2>Faults</h2>" not in html and "kill pulsar1-eu" not in html
+    assert html.count('"range":[0.0,21.0]') == 4  # 21 one-second bins on every x axis (the rates have two)
+
+
 def test_the_page_is_self_contained(run: Path) -> None:
     html = render(load(run))
     assert not re.search(r"<(script|link|img)[^>]+(src|href)=", html)
