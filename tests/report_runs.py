@@ -77,6 +77,7 @@ SCENARIO: dict[str, Any] = {
     "expectations": [
         {"expectation": "lost == 0", "actual": 0, "passed": True},
         {"expectation": "rto_s < 2", "actual": 4.0, "passed": False},
+        {"expectation": "longest window without ack <= 10s", "actual": 4.0, "status": "fail"},
     ],
     "rto": {"r1-p0": {"first_ok_after_fault_s": 4.0, "longest_gap_s": 4.0}},
     "rpo": 0,

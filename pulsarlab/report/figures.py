@@ -52,7 +52,7 @@ def _layout(fig: go.Figure, title: str, y_title: str, *, log: bool = False, heig
         hovermode="x unified",
         template="plotly_white",
     )
-    fig.update_xaxes(title_text="seconds since the run started", zeroline=False)
+    fig.update_xaxes(title_text="seconds since the first send, delivery or ack", zeroline=False)
     fig.update_yaxes(title_text=y_title, type="log" if log else "linear", rangemode="tozero", dtick=1 if log else None)
     return fig
 

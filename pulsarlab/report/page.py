@@ -23,6 +23,9 @@ from pulsarlab.report.rundir import RunDir, load
 
 TEMPLATE: Final = "page.html.j2"
 PASS_KEYS: Final = frozenset({"passed", "pass", "ok", "met"})
+"""Columns whose true / false is shown as pass / FAIL."""
+STATUS_KEYS: Final = frozenset({"status", "verdict", "verifier_status"})
+"""Columns whose "pass" / "fail" / "inconclusive" is coloured."""
 
 
 @dataclass
@@ -90,13 +93,13 @@ def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["cell"] = cell
-    env.globals.update(PASS_KEYS=PASS_KEYS, utc=utc)
+    env.globals.update(PASS_KEYS=PASS_KEYS, STATUS_KEYS=STATUS_KEYS, utc=utc)
     return env
 
 
 def render(run: RunDir, agg: Aggregates | None = None) -> str:
     """The page's HTML for a loaded run directory (or several)."""
-    agg = agg or aggregate(run.events, run.started_ns)
+    agg = agg or aggregate(run.events)
     sends = run.events.filter(pc.and_(pc.equal(run.events["op"], "send"), pc.equal(run.events["type"], "invoke")))
     producing = pc.min(sends["ts"]).as_py() if sends.num_rows else agg.t0_ns
     faults = run.faults or []
@@ -113,6 +116,9 @@ def render(run: RunDir, agg: Aggregates | None = None) -> str:
         dirs=" ".join(map(str, run.directories)),
         started=utc(agg.t0_ns),
         ended=utc(agg.end_ns),
+        workload_started=utc(run.started_ns) if run.started_ns is not None else None,
+        warmup_s=(agg.t0_ns - run.started_ns) / NS if run.started_ns is not None else None,
+        scenario_status=[(d, data["status"]) for d, data in run.scenarios if isinstance(data.get("status"), str)],
         duration_s=(agg.end_ns - agg.t0_ns) / NS,
         generated=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         rows=run.events.num_rows,

@@ -56,6 +56,7 @@ class RunDir:
     verdict_path: Path | None
     verdict_warnings: list[str] = field(default_factory=list)
     faults: list[FaultMark] | None = None
+    fault_errors: list[str] = field(default_factory=list)  # faults that could not be done, as the runner wrote them
     scenarios: list[tuple[Path, dict[str, Any]]] = field(default_factory=list)
     sources: int = 0  # Parquet parts and journals read
 
@@ -104,7 +105,9 @@ def load(directories: str | Path | Sequence[str | Path], verdict_path: str | Pat
         run.verdict_warnings = _verdict_warnings(dirs, vpath, verdict)
     for d in dirs:
         if (d / FAULTS_FILE).is_file():
-            run.faults = (run.faults or []) + _faults(d / FAULTS_FILE)
+            faults, errors = _faults(d / FAULTS_FILE)
+            run.faults = (run.faults or []) + faults
+            run.fault_errors += errors
         if (d / SCENARIO_FILE).is_file():
             run.scenarios.append((d, _json(d / SCENARIO_FILE, dict)))
     return run
@@ -128,7 +131,7 @@ def read_events_of(directory: Path) -> tuple[pa.Table, int]:
     return events, sources
 
 
-def _json(path: Path, kind: type) -> Any:
+def _json(path: Path, kind: type | tuple[type, ...]) -> Any:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
@@ -138,9 +141,14 @@ def _json(path: Path, kind: type) -> Any:
     return data
 
 
-def _faults(path: Path) -> list[FaultMark]:
+def _faults(path: Path) -> tuple[list[FaultMark], list[str]]:
+    """The faults of a ``faults.json``: a list of faults, or ``{"faults": [...], "errors": [...]}``."""
+    data = _json(path, (list, dict))
+    items, errors = (data, []) if isinstance(data, list) else (data.get("faults"), data.get("errors") or [])
+    if not isinstance(items, list) or not isinstance(errors, list):
+        raise ReportInputError(f"unreadable {path}: expected a list of faults, or an object with a 'faults' list")
     out = []
-    for i, item in enumerate(_json(path, list)):
+    for i, item in enumerate(items):
         if not isinstance(item, dict) or not isinstance(item.get("fault"), str):
             raise ReportInputError(f"unreadable {path}: entry {i} has no 'fault' text")
         at, wall = item.get("at_s"), item.get("wall_ns")
@@ -151,7 +159,7 @@ def _faults(path: Path) -> list[FaultMark]:
                                  None if item.get("done") is None else str(item["done"])))
         except (TypeError, ValueError) as exc:
             raise ReportInputError(f"unreadable {path}: entry {i}: {exc}") from None
-    return out
+    return out, [str(e) for e in errors]
 
 
 def _verdict_warnings(directories: list[Path], vpath: Path, verdict: dict[str, Any]) -> list[str]:

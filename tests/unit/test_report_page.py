@@ -74,18 +74,30 @@ def test_faults_and_the_scenario_verdict_are_shown(run: Path) -> None:
     html = render(load(run))
     faults = re.search(r'<table id="faults">.*?</table>', html, re.S).group(0)
     assert faults.count("<tr>") == 3 and "kill pulsar1-eu" in faults and "started pulsar1-eu" in faults
-    assert "8.00" in faults and "2023-11-14 22:13:28.000 UTC" in faults
+    assert "7.00" in faults and "2023-11-14 22:13:28.000 UTC" in faults  # 8 s after the workload, 7 s after the first send
     assert html.count('"text":"kill pulsar1-eu"') == 4  # a labelled line on each figure, both rows of the rates'
     assert "<h2>Scenario</h2>" in html
     assert re.search(r"<td>lost == 0</td>\s*<td class=\"num\">0</td>\s*<td class=\"ok\">pass</td>", html)
     assert re.search(r"<td>rto_s &lt; 2</td>\s*<td class=\"num\">4.000</td>\s*<td class=\"bad\">FAIL</td>", html)
     assert "first_ok_after_fault_s" in html and "r1-p0" in html
+    assert re.search(r"<td>longest window without ack &lt;= 10s</td>.*?<td class=\"bad\">FAIL</td>\s*</tr>", html, re.S)
+    assert 'class="banner scenario pass" id="scenario-banner">scenario: PASS' in html
+    assert html.index("<h2>Latency</h2>") < html.index("<h2>Scenario</h2>")  # the plots first, then the tables
+
+
+def test_faults_json_as_an_object_with_errors(tmp_path: Path) -> None:
+    run = report_runs.write_run(tmp_path / "run", faults=False)
+    fault = {"at_s": 3.0, "wall_ns": report_runs.T0 + 4 * report_runs.NS, "fault": "kill bk1", "done": "killed bk1"}
+    (run / "faults.json").write_text(json.dumps({"faults": [fault], "errors": ["partition eu us: needs root"]}))
+    loaded = load(run)
+    assert [f.fault for f in loaded.faults] == ["kill bk1"] and loaded.fault_errors == ["partition eu us: needs root"]
+    assert "fault error: partition eu us: needs root" in render(loaded)
 
 
 def test_without_faults_there_is_no_fault_section_and_every_plot_spans_the_run(tmp_path: Path) -> None:
     html = render(load(report_runs.write_run(tmp_path / "run", faults=False)))
     assert "<h2>Faults</h2>" not in html and "kill pulsar1-eu" not in html
-    assert html.count('"range":[0.0,21.0]') == 4  # 21 one-second bins on every x axis (the rates have two)
+    assert html.count('"range":[0.0,20.0]') == 4  # from the first send, 20 one-second bins on every x axis (rates: two)
 
 
 def test_the_page_is_self_contained(run: Path) -> None:
