@@ -163,23 +163,29 @@ def messages(events: pa.Table) -> Messages:
     each (message, which time) is its earliest such time. A publish time enters negated, so its
     earliest is the latest publish time."""
     identified = _mask(pc.and_(events["producer"].is_valid(), events["seq"].is_valid()))
-    t = events.filter(pa.array(identified))
-    op, typ = t["op"], t["type"]
+    op, typ = events["op"], events["type"]
     sides = [
-        (_mask(pc.and_(pc.equal(op, "send"), pc.equal(typ, "invoke"))), t["ts"], 1),
-        (_mask(pc.and_(pc.equal(op, "send"), pc.equal(typ, "ok"))), t["ts"], 1),
-        (_mask(pc.equal(op, "receive")), t["ts"], 1),
-        (_mask(pc.and_(pc.equal(op, "receive"), t["publish_ts"].is_valid())), t["publish_ts"], -1),
+        (_mask(pc.and_(pc.equal(op, "send"), pc.equal(typ, "invoke"))), events["ts"], 1),
+        (_mask(pc.and_(pc.equal(op, "send"), pc.equal(typ, "ok"))), events["ts"], 1),
+        (_mask(pc.equal(op, "receive")), events["ts"], 1),
+        (_mask(pc.and_(pc.equal(op, "receive"), events["publish_ts"].is_valid())), events["publish_ts"], -1),
     ]
-    producer = pc.dictionary_encode(t["producer"].combine_chunks()).indices.to_numpy(zero_copy_only=False)
-    seq = t["seq"].to_numpy()
+    sides = [(m & identified, v, sign) for m, v, sign in sides]
+    producer = pc.fill_null(pc.dictionary_encode(events["producer"].combine_chunks()).indices, -1).to_numpy()
+    seq = pc.fill_null(events["seq"], 0).to_numpy()
     code = np.concatenate([producer[m] for m, _, _ in sides])
     sq = np.concatenate([seq[m] for m, _, _ in sides])
     side = np.concatenate([np.full(int(m.sum()), i, np.int8) for i, (m, _, _) in enumerate(sides)])
     value = np.concatenate([pc.fill_null(v, 0).to_numpy()[m] * sign for m, v, sign in sides])
     if not len(code):
         return Messages(*(np.zeros(0, np.int64) for _ in range(4)))
-    order = np.lexsort((value, side, sq, code))
+    span = int(sq.max()) - int(sq.min()) + 1
+    if (int(code.max()) + 1) * span * len(sides) < 1 << 62:  # (producer, seq, side) packed in one int64: two sorts, not four
+        packed = (code.astype(np.int64) * span + (sq - sq.min())) * len(sides) + side
+        by_value = np.argsort(value, kind="stable")
+        order = by_value[np.argsort(packed[by_value], kind="stable")]
+    else:
+        order = np.lexsort((value, side, sq, code))
     code, sq, side, value = code[order], sq[order], side[order], value[order]
     new_message = np.r_[True, (code[1:] != code[:-1]) | (sq[1:] != sq[:-1])]
     first = new_message | np.r_[True, side[1:] != side[:-1]]
