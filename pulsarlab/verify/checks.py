@@ -22,6 +22,7 @@ from pulsarlab.verify.events import (
 from pulsarlab.verify.plan import (
     CHUNK_ROWS,
     PARTIAL,
+    REPLICATION_HIST,
     Plan,
     add_found,
     bit,
@@ -60,8 +61,7 @@ def summarise(plan: Plan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Reco
             pending, size = [], 0
     if pending:
         yield from _chunk(plan, pa.Table.from_batches(pending), partial)
-    for name in ("pub", "e2e"):
-        hists = partial["hist"][name]
+    for name, hists in partial["hist"].items():
         if hists:
             merged = pa.concat_tables(hists).group_by("key").aggregate([("n", "sum")])
             partial["hist"][name] = (merged.column("key").to_pylist(), merged.column("n_sum").to_pylist())
@@ -192,9 +192,18 @@ def _chunk(plan: Plan, t: pa.Table, partial: dict[str, Any]) -> Iterator[pa.Reco
         e2e = pc.subtract(first_recv, pc.coalesce(c["publish_ts"], invoke_ts)).drop_null()
     else:
         e2e = pa.array([], pa.int64())
-    for name, values in (("pub", pub), ("e2e", e2e)):
+    latencies = [("pub", pub), ("e2e", e2e)]
+    # replication delay: acknowledged on one cluster, first received by a subscription of another
+    for i, cluster in enumerate(clusters):
+        here = [c[f"recv_first_{j}"] for j, (on, _) in enumerate(plan.subs) if on == cluster]
+        if not here:
+            continue
+        first_here = here[0] if len(here) == 1 else pc.min_element_wise(*here, skip_nulls=True)
+        away = true_only(pc.and_(n_ok, pc.not_equal(ok_cid, i)))
+        latencies.append((REPLICATION_HIST + cluster, pc.subtract(first_here, c["ok_ts"]).filter(away).drop_null()))
+    for name, values in latencies:
         if len(values):
-            partial["hist"][name].append(_histogram(values))
+            partial["hist"].setdefault(name, []).append(_histogram(values))
             _minmax(partial, f"max_{name}", values, "max")
 
     # -- rows for the second exchange

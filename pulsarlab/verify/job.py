@@ -245,6 +245,7 @@ class _Job:
             "messages": {k: total[k] for k in ("sent", "acknowledged", "failed", "info", "indeterminate", "stored", "delivered")},
             "publish_latency_ms": merge.percentiles(total["hist"]["pub"], mm.get("max_pub")),
             "end_to_end_latency_ms": merge.percentiles(total["hist"]["e2e"], mm.get("max_e2e")),
+            "replication_delay_ms": merge.replication_delays(total["hist"], mm),
             "throughput_msgs_per_s": round(total["acknowledged"] / span, 3) if span > 0 else None,
             "longest_gap_without_ack_s": gap,
         }

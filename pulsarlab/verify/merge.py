@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pulsarlab.verify.plan import Gap, add_found
+from pulsarlab.verify.plan import REPLICATION_HIST, Gap, add_found
 
 PERCENTILES = (0.5, 0.95, 0.99, 0.999)
 _COUNTED = ("sent", "acknowledged", "failed", "info", "indeterminate", "stored", "delivered")
@@ -29,7 +29,7 @@ def merge(results: list[Any]) -> dict[str, Any]:
             total["minmax"][name] = value if old is None else use(old, value)
         total["gaps"] += r.get("gaps", [])
         for name, (keys, counts) in r.get("hist", {}).items():
-            h = hist[name]
+            h = hist.setdefault(name, {})
             for k, n in zip(keys, counts, strict=True):
                 h[k] = h.get(k, 0) + n
     total["hist"] = hist
@@ -51,6 +51,17 @@ def percentiles(hist: dict[int, int], maximum: int | None) -> dict[str, float | 
                     out[name] = round(k * 500 / 1e6, 3)
                     break
     out["max"] = round(maximum / 1e6, 3) if maximum is not None else None
+    return out
+
+
+def replication_delays(hist: dict[str, dict[int, int]], minmax: dict[str, int]) -> dict[str, dict[str, Any]]:
+    """Per destination cluster (sorted), the percentiles of its replication delays and how many
+    messages they cover; empty when no message was delivered on a cluster other than its own."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in sorted(h for h in hist if h.startswith(REPLICATION_HIST)):
+        count = sum(hist[name].values())
+        if count:
+            out[name.removeprefix(REPLICATION_HIST)] = {**percentiles(hist[name], minmax.get(f"max_{name}")), "count": count}
     return out
 
 

@@ -63,6 +63,10 @@ def test_produced_on_eu_consumed_on_us_and_verified_replicated(geo: LocalCluster
     counts = verdict.metrics["messages"]
     assert verdict.check("not_replicated").count == 0
     assert counts["acknowledged"] == result.counters.acked and counts["delivered"] == counts["acknowledged"]
+    # every message was acknowledged on eu and first received on us: each has a replication delay there
+    delay = verdict.metrics["replication_delay_ms"]
+    assert list(delay) == [US] and delay[US]["count"] == counts["delivered"], delay
+    assert 0 < delay[US]["p50"] <= delay[US]["p99"] <= delay[US]["max"], delay
 
     report = replication.inspect(geo, cfg.topic)
     [eu_to_us] = [d for d in report.directions if d.source == EU]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pulsarlab.history import HistoryWriter, write_table
-from pulsarlab.verify import CHECKS, VERDICT_FILE, Expectations, Verdict, spark_session, verify
+from pulsarlab.verify import CHECKS, VERDICT_FILE, Expectations, Verdict, verify
 
 S = 1_000_000_000  # ns per second
 MS = 1_000_000
@@ -18,13 +18,6 @@ T0 = 1_700_000_000 * S
 TOPIC = "persistent://public/default/orders"
 SUB = "audit"
 Row = dict[str, Any]
-
-
-@pytest.fixture(scope="session")
-def spark():  # type: ignore[no-untyped-def]
-    session = spark_session("local[2]", shuffle_partitions=2, driver_memory="1g")
-    yield session
-    session.stop()
 
 
 def clean_history(n: int = 10) -> dict[str, list[Row]]:
