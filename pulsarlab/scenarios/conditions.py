@@ -140,7 +140,8 @@ def wait_for(
         if cond.nudge is not None and time.monotonic() - last_nudge >= UNLOAD_EVERY_S:
             cond.nudge(cluster, topic, args)
             last_nudge = time.monotonic()
+        pause = min(POLL_S, max(0.0, timeout - (time.monotonic() - t0)))
         if stop is not None:
-            stop.wait(POLL_S)
+            stop.wait(pause)
         else:
-            time.sleep(POLL_S)
+            time.sleep(pause)

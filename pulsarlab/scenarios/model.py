@@ -51,6 +51,7 @@ class TopologySpec(_Strict):
 
     ref: str
     namespaces: dict[str, NamespaceOverride] = Field(default_factory=dict)
+    address_prefix: str | None = None  # 127.<x>: run beside a cluster on the topology's usual addresses
 
 
 class WorkloadSpec(_Strict):
@@ -113,6 +114,8 @@ class Scenario(_Strict):
         """The topology with this scenario's overrides applied (validated again)."""
         base = load_topology(self.topology.ref)
         data = base.model_dump(mode="json", exclude_none=True)
+        if self.topology.address_prefix is not None:
+            data["address_prefix"] = self.topology.address_prefix
         by_name = {ns["name"]: ns for ns in data.get("namespaces", [])}
         for name, over in self.topology.namespaces.items():
             if name not in by_name:

@@ -160,7 +160,8 @@ def run_scenario(
         verdict = verify(run_dir, expect=sc.expectations())
         rto = rto_of_run(run_dir, [(f["fault"], f["at_s"], f["wall_ns"]) for f in sv.faults])
         _fill(sv, verdict, rto)
-    sv.expectations = judge(sc, verdict, rto, sv.waits)
+    # a setup wait that failed is a precondition not met (in reasons), not a finding
+    sv.expectations = judge(sc, verdict, rto, [w.to_json() for w in steps.waits] if steps else [])
     sv.seconds = time.monotonic() - started
     run_dir.mkdir(parents=True, exist_ok=True)
     sv.write(run_dir)

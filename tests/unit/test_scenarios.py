@@ -303,3 +303,55 @@ def test_scenario_run_refuses_bad_files_and_used_folders(tmp_path: Path) -> None
     assert json.loads(result.stdout)["error"]["exit_code"] == 2
     result = runner.invoke(app, ["scenario", "run", "sync-bookie-loss", "--repeat", "0"])
     assert result.exit_code == 2
+
+
+# ----- the schedule's thread -------------------------------------------------------------------------------
+class _Nodes:
+    """Just enough of a deployment for the schedule: the topology and which nodes run."""
+
+    def __init__(self) -> None:
+        self.topo = load_topology("sync")
+        self.down: set[str] = set()
+
+    def alive(self, name: str) -> bool:
+        return name not in self.down
+
+
+def test_steps_run_in_order_at_their_offsets_and_record_what_happened(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from pulsarlab.scenarios.runner import StepRunner
+
+    cluster = _Nodes()
+    calls: list[tuple[str, float]] = []
+
+    def down(c, args):
+        c.down.update(args)
+        calls.append(("down", time.monotonic()))
+        return f"took down {', '.join(args)}"
+
+    def up(c, args):
+        c.down.difference_update(args)
+        calls.append(("up", time.monotonic()))
+        return f"brought up {', '.join(args)}"
+
+    def boom(c, args):
+        raise RuntimeError("the node refused")
+
+    for name, fn in (("down", down), ("up", up), ("boom", boom)):
+        monkeypatch.setitem(chaos.ACTIONS, name, fn)
+    sc = parse_scenario({**BASE, "schedule": [
+        {"at": 0.2, "fault": "down bk1-eu"}, {"wait": "node_dead bk1-eu", "timeout": 5},
+        {"at": 0.6, "fault": "up bk1-eu"}, {"wait": "node_alive bk1-eu", "timeout": 5},
+        {"at": 0.7, "fault": "boom bk2-eu"}, {"wait": "node_dead bk2-us", "timeout": 0.3}]})
+    steps = StepRunner(cluster, sc.schedule, "persistent://mytenant/eu/t")  # type: ignore[arg-type]
+    t0 = time.monotonic()
+    steps.start()
+    assert steps.join()
+    assert [(c, round(t - t0, 1)) for c, t in calls] == [("down", 0.2), ("up", 0.6)]
+    assert [r.done for r in steps.log.done] == ["took down bk1-eu", "brought up bk1-eu"]
+    assert steps.log.done[0].at == pytest.approx(0.2, abs=0.1) and steps.log.done[0].wall_ns > 0
+    assert steps.log.errors == ["boom bk2-eu at 0.7s: the node refused"]
+    assert [(w.condition, w.held) for w in steps.waits] == [
+        ("node_dead bk1-eu", True), ("node_alive bk1-eu", True), ("node_dead bk2-us", False)]
+    assert steps.waits[2].seconds == pytest.approx(0.3, abs=0.2) and steps.waits[2].seen == "bk2-us alive"
