@@ -87,7 +87,7 @@ class ScenarioVerdict:
         t.add_row("RPO (acked messages lost)", "", _cell(self.rpo), "")
         for p in (self.rto or {}).get("producers", []):
             rec = ", ".join(f"{f['fault']} @{f['at_s']:.1f}s → {_secs(f['recovery_s'])}" for f in p["faults"]) or "no fault"
-            t.add_row(f"RTO {p['producer']}", "", f"{rec}; longest without ack {_secs(p['longest_without_ack_s'])}", "")
+            t.add_row(f"RTO {p['producer'].rsplit('-', 1)[-1]}", "", f"{rec}; longest without ack {_secs(p['longest_without_ack_s'])}", "")
         t.add_section()
         for f in self.faults:
             t.add_row(f"fault @{f['at_s']:.1f}s", "", f"{f['fault']}: {f['done']}", "")

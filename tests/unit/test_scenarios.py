@@ -111,20 +111,20 @@ def test_override_breaking_the_topology_names_its_field() -> None:
 
 
 def test_an_action_is_known_once_registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Scenarios name actions other modules register (region-loss...): refused before, accepted after."""
-    data = with_("schedule.0.fault", "region-loss us")
-    with pytest.raises(ScenarioError, match="unknown fault action 'region-loss': registered actions are"):
+    """Scenarios name actions other modules register: refused before, accepted after."""
+    data = with_("schedule.0.fault", "meteor-strike us")
+    with pytest.raises(ScenarioError, match="unknown fault action 'meteor-strike': registered actions are"):
         parse_scenario(data)
 
     def region_only(cluster, args) -> None:
         if len(args) != 1 or args[0] not in cluster.topo.regions:
             raise ValueError(f"takes one region of {', '.join(cluster.topo.regions)}")
 
-    monkeypatch.setitem(chaos.ACTIONS, "region-loss", lambda cluster, args: "lost")
-    monkeypatch.setitem(chaos.VALIDATORS, "region-loss", region_only)
-    assert str(parse_scenario(data).faults()[0]) == "region-loss us"
-    with pytest.raises(ScenarioError, match=r"schedule\[0\]\.fault: fault region-loss mars: takes one region of eu, us"):
-        parse_scenario(with_("schedule.0.fault", "region-loss mars"))
+    monkeypatch.setitem(chaos.ACTIONS, "meteor-strike", lambda cluster, args: "lost")
+    monkeypatch.setitem(chaos.VALIDATORS, "meteor-strike", region_only)
+    assert str(parse_scenario(data).faults()[0]) == "meteor-strike us"
+    with pytest.raises(ScenarioError, match=r"schedule\[0\]\.fault: fault meteor-strike mars: takes one region of eu, us"):
+        parse_scenario(with_("schedule.0.fault", "meteor-strike mars"))
 
 
 def test_topic_placeholder_is_the_run_topic() -> None:
