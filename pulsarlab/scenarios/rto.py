@@ -4,8 +4,10 @@ Read the way the verifier reads a history: the Parquet parts of :func:`pulsarlab
 only the columns needed, ``op == "send"`` rows, ``ts`` in ns on the client's clock (an ``ok`` row's
 ``ts`` is when the acknowledgement came back).
 
-- ``recovery_s`` per fault: from the fault to the first acknowledgement of a send *invoked after
-  it* (an ack of a send already in flight says nothing about the cluster after the fault);
+- ``recovery_s`` per fault: from the moment the fault's damage is done (its action returned: killing
+  four nodes takes a moment, during which the old owner may still acknowledge) to the first
+  acknowledgement of a send *invoked after it* (an ack of a send already in flight says nothing
+  about the cluster after the fault);
 - ``longest_without_ack_s``: the longest interval with no acknowledgement, between the producer's
   first invoke and its last send event (the acks in between split it).
 """
@@ -76,7 +78,8 @@ def read_sends(directory: str | Path) -> pa.Table:
 
 
 def compute(sends: pa.Table, faults: list[tuple[str, float, int]]) -> Rto:
-    """Per producer: recovery after each fault ``(description, at_s, wall_ns)`` and the longest window without an ack."""
+    """Per producer: recovery after each fault ``(description, at_s, done_ns)`` (``done_ns``: the wall
+    clock when the fault's damage was done) and the longest window without an ack."""
     out = []
     producers = sorted(p for p in pc.unique(sends["producer"]).to_pylist() if p is not None)
     for name in producers:
@@ -91,12 +94,12 @@ def compute(sends: pa.Table, faults: list[tuple[str, float, int]]) -> Rto:
         order = np.argsort(ok_ts, kind="stable")
         ok_ts, ok_seq = ok_ts[order], ok_seq[order]
         p = ProducerRto(name, int(ok.sum()))
-        for desc, at_s, wall_ns in faults:
+        for desc, at_s, done_ns in faults:
             # acks of sends invoked after the fault (a send with no invoke row counts by its ack time)
-            after = np.array([invoke_at.get(s, t) >= wall_ns for s, t in zip(ok_seq.tolist(), ok_ts.tolist(), strict=True)],
+            after = np.array([invoke_at.get(s, t) >= done_ns for s, t in zip(ok_seq.tolist(), ok_ts.tolist(), strict=True)],
                              dtype=bool)
-            later = ok_ts[after & (ok_ts >= wall_ns)]
-            p.faults.append(FaultRecovery(desc, round(at_s, 3), float(later.min() - wall_ns) / 1e9 if len(later) else None))
+            later = ok_ts[after & (ok_ts >= done_ns)]
+            p.faults.append(FaultRecovery(desc, round(at_s, 3), float(later.min() - done_ns) / 1e9 if len(later) else None))
         if invoked.any():
             start, end = int(ts[invoked].min()), int(ts.max())
             points = np.concatenate(([start], ok_ts[(ok_ts > start) & (ok_ts < end)], [end]))

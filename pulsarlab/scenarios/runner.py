@@ -41,6 +41,7 @@ class StepRunner:
             if s.fault is not None:
                 chaos.check(cluster, step_fault(s, topic))  # now against the running cluster
         self.log = chaos.FaultLog()
+        self.ended_ns: list[int] = []  # per record in ``log.done``: when the fault's action returned
         self.waits: list[WaitRecord] = []
         self.stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="scenario-steps", daemon=True)
@@ -70,6 +71,7 @@ class StepRunner:
             wall = time.time_ns()
             try:
                 done = chaos.ACTIONS[fault.action](self.cluster, fault.args)
+                self.ended_ns.append(time.time_ns())
                 self.log.done.append(chaos.FaultRecord(now, wall, fault, done))
                 self.say(f"fault at {now:.1f}s: {done}")
             except Exception as exc:  # noqa: BLE001 - reported in the verdict: the scenario did not do what it says
@@ -144,8 +146,8 @@ def run_scenario(
         if cluster is not None:
             take_down(cluster, say)
     if steps is not None:
-        sv.faults = [{"at_s": round(r.at, 3), "wall_ns": r.wall_ns, "fault": str(r.fault), "done": r.done}
-                     for r in steps.log.done]
+        sv.faults = [{"at_s": round(r.at, 3), "wall_ns": r.wall_ns, "ended_ns": end, "fault": str(r.fault), "done": r.done}
+                     for r, end in zip(steps.log.done, steps.ended_ns, strict=True)]
         sv.waits += [w.to_json() for w in steps.waits]
         sv.reasons += [f"fault did not run: {e}" for e in steps.log.errors]
         (run_dir / FAULTS_FILE).write_text(json.dumps({"faults": sv.faults, "errors": steps.log.errors}, indent=2) + "\n")
@@ -158,7 +160,7 @@ def run_scenario(
 
         say("verifying the history (PySpark)")
         verdict = verify(run_dir, expect=sc.expectations())
-        rto = rto_of_run(run_dir, [(f["fault"], f["at_s"], f["wall_ns"]) for f in sv.faults])
+        rto = rto_of_run(run_dir, [(f["fault"], f["at_s"], f["ended_ns"]) for f in sv.faults])
         _fill(sv, verdict, rto)
     # a setup wait that failed is a precondition not met (in reasons), not a finding
     sv.expectations = judge(sc, verdict, rto, [w.to_json() for w in steps.waits] if steps else [])

@@ -87,7 +87,8 @@ class ScenarioVerdict:
         t.add_row("RPO (acked messages lost)", "", _cell(self.rpo), "")
         for p in (self.rto or {}).get("producers", []):
             rec = ", ".join(f"{f['fault']} @{f['at_s']:.1f}s → {_secs(f['recovery_s'])}" for f in p["faults"]) or "no fault"
-            t.add_row(f"RTO {p['producer'].rsplit('-', 1)[-1]}", "", f"{rec}; longest without ack {_secs(p['longest_without_ack_s'])}", "")
+            longest = _secs(p["longest_without_ack_s"])
+            t.add_row(f"RTO {p['producer'].rsplit('-', 1)[-1]}", "", f"{rec}; longest without ack {longest}", "")
         t.add_section()
         for f in self.faults:
             t.add_row(f"fault @{f['at_s']:.1f}s", "", f"{f['fault']}: {f['done']}", "")
@@ -147,7 +148,9 @@ def judge(sc: Scenario, verdict: Verdict | None, rto: Rto | None, waits: list[di
         value = rto.max_outage_s if rto is not None else None
         status = INCONCLUSIVE if value is None else (PASS if fits(value, bound) else FAIL)
         sign = "<=" if name == "outage_max_s" else ">="
-        out.append(Judged("longest window without ack", f"{sign} {bound:g}s", None if value is None else round(value, 3), status))
+        which = "max" if sign == "<=" else "min"
+        seen = None if value is None else round(value, 3)
+        out.append(Judged(f"longest window without ack ({which})", f"{sign} {bound:g}s", seen, status))
     for w in waits:
         out.append(Judged(f"wait {w['condition']}", "holds within its timeout",
                           f"after {w['seconds']:.1f}s: {w['seen']}", PASS if w["held"] else FAIL))
