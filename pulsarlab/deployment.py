@@ -9,7 +9,7 @@ the implementations (local processes, docker compose) and opens the one a state 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -85,6 +85,11 @@ class Deployment(Protocol):
     def stop_node(self, name: str, kill: bool = False) -> None: ...
 
     def start_node(self, name: str) -> None: ...
+
+    def start_named(self, names: Sequence[str]) -> None:
+        """Start several nodes as a data center coming back does: tier by tier (ZooKeeper, bookies,
+        brokers), the nodes of a tier together, each waited ready; running ones are left alone."""
+        ...
 
     def pause_node(self, name: str) -> None: ...
 

@@ -219,7 +219,8 @@ def workload_target(
     return Target(name, topo.service_url(name), region, {c: topo.service_url(c) for c in reads},
                   {c: topo.web_url(c) for c in reads}, consume_cluster,
                   topo.service_url(consume_cluster) if consume_cluster else None,
-                  sorted(reads) if ns is not None and len(reads) > 1 else [])
+                  sorted(reads) if ns is not None and len(reads) > 1 else [],
+                  replicated_subscription=ns is not None and ns.replicated_subscriptions)
 
 
 def topic_namespace(cluster: Deployment, topic: str):
@@ -268,7 +269,7 @@ def workload_run(
     with contextlib.ExitStack() as audits:
         for url in target.read_clusters.values() or [target.service_url]:
             audits.enter_context(audit_subscription(url, cfg.topic))
-        return Workload(cfg, target, out, cluster.distribution(), run_id).run(tick, before_read=caught_up)
+        return Workload(cfg, target, out, cluster.distribution(), run_id).run(tick, after_send=caught_up)
 
 
 @contextlib.contextmanager

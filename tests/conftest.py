@@ -32,7 +32,7 @@ def tier_of(item: pytest.Item) -> str:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # unit first; within the cluster tier, tests sharing a topology stay together
     def key(item: pytest.Item) -> tuple[int, int]:
-        topo = next((i for i, name in enumerate(("smoke", "sync", "geo")) if name in item.fixturenames), 9)
+        topo = next((i for i, name in enumerate(("smoke", "sync", "geo", "active_active")) if name in item.fixturenames), 9)
         return TIERS.index(tier_of(item)), topo
 
     items.sort(key=key)
@@ -113,3 +113,8 @@ def sync(cluster_pool: ClusterPool) -> LocalCluster:
 @pytest.fixture(scope="module")
 def geo(cluster_pool: ClusterPool) -> LocalCluster:
     return cluster_pool.get("geo")
+
+
+@pytest.fixture(scope="module")
+def active_active(cluster_pool: ClusterPool) -> LocalCluster:
+    return cluster_pool.get("active-active")

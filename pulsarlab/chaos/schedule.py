@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from pulsarlab.deployment import Deployment
 
@@ -19,6 +20,12 @@ FaultAction = Callable[[Deployment, tuple[str, ...]], str]
 
 Validator = Callable[[Deployment, tuple[str, ...]], None]
 """Checks a fault's arguments before anything runs; raises ``ValueError`` naming the problem."""
+
+
+class Progress(Protocol):
+    """What a workload's progress callback gets (its live counters), as far as faults care."""
+
+    acked: int
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,11 @@ def _each_node(op: Callable[[Deployment, str], None], past: str) -> FaultAction:
     return run
 
 
+def _start_nodes(cluster: Deployment, args: tuple[str, ...]) -> str:
+    cluster.start_named(args)
+    return f"started {', '.join(args)}"
+
+
 def _known_nodes(cluster: Deployment, args: tuple[str, ...]) -> None:
     if not args:
         raise ValueError("needs at least one node")
@@ -71,7 +83,7 @@ def _known_nodes(cluster: Deployment, args: tuple[str, ...]) -> None:
 ACTIONS: dict[str, FaultAction] = {
     "stop": _each_node(lambda c, n: c.stop_node(n), "stopped"),
     "kill": _each_node(lambda c, n: c.stop_node(n, kill=True), "killed"),
-    "start": _each_node(lambda c, n: c.start_node(n), "started"),
+    "start": _start_nodes,
     "pause": _each_node(lambda c, n: c.pause_node(n), "paused"),
     "resume": _each_node(lambda c, n: c.resume_node(n), "resumed"),
 }
@@ -124,6 +136,12 @@ class FaultSchedule:
         self._thread.start()
         return self
 
+    def on_progress(self, counters: Progress) -> None:
+        """A workload's progress callback: starts the schedule at the first acknowledged send, so
+        the faults' times count from when the workload is producing."""
+        if not self._t0 and counters.acked > 0:
+            self.start()
+
     def _run(self) -> None:
         for f in self.faults:
             delay = self._t0 + f.at - time.monotonic()
@@ -137,5 +155,9 @@ class FaultSchedule:
                 self.log.errors.append(f"{f} at {f.at}s: {exc}")
 
     def join(self, timeout: float = 600) -> FaultLog:
+        if not self._t0:
+            if not self.log.errors:
+                self.log.errors.append("the schedule never started: the workload acknowledged nothing")
+            return self.log
         self._thread.join(timeout)
         return self.log

@@ -15,7 +15,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -347,17 +347,23 @@ class NodeRuntime(abc.ABC):
         self.forget([node.name])
 
     def start_node(self, name: str) -> None:
-        node = self.topo.node(name)
-        if self.alive(name):
-            self.say(f"{name} is already running")
+        self.start_named([name])
+
+    def start_named(self, names: Sequence[str]) -> None:
+        nodes = [self.topo.node(n) for n in names]
+        for n in [n for n in nodes if self.alive(n.name)]:
+            self.say(f"{n.name} is already running")
+        nodes = [n for n in nodes if not self.alive(n.name)]
+        if not nodes:
             return
-        self.check_ports([node])
+        self.check_ports(nodes)
         try:
-            self.start_nodes([node])
+            self.start_nodes(nodes)
         except BaseException:
-            if self.alive(name):
-                self.stop_process(name, kill=True)
-            self.forget([name])
+            for n in nodes:  # none of them left half-started
+                if self.alive(n.name):
+                    self.stop_process(n.name, kill=True)
+            self.forget([n.name for n in nodes])
             raise
 
     def pause_node(self, name: str) -> None:

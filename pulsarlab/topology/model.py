@@ -99,6 +99,9 @@ class Namespace(_Strict):
     clusters: list[str] | None = None
     persistence: Persistence | None = None
     deduplication: bool | None = None
+    # consumers of its topics replicate their subscription's position to the other clusters, so a
+    # consumer that fails over to another cluster resumes near where it was (geo-replication only)
+    replicated_subscriptions: bool = False
 
 
 class Topology(_Strict):
@@ -342,6 +345,8 @@ def validate(t: Topology) -> None:  # noqa: C901 - one rule after another reads 
                 _check_persistence(
                     f"{f}.persistence", ns.persistence, len(bookies), len({b.region for b in bookies}), cl.placement
                 )
+        if ns.replicated_subscriptions and len(namespace_clusters(t, ns)) < 2:
+            raise TopologyError(f"{f}.replicated_subscriptions", "needs a namespace replicated to two clusters or more")
 
 
 def namespace_clusters(t: Topology, ns: Namespace) -> list[str]:

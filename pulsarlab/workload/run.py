@@ -45,6 +45,7 @@ class Target:
     consume_cluster: str | None = None  # where the consumers connect; None: the producers' cluster
     consume_service_url: str | None = None
     replication: list[str] = field(default_factory=list)  # the clusters the topic replicates to (geo), if several
+    replicated_subscription: bool = False  # consumers replicate their position to the other clusters
 
     @property
     def consumer_cluster(self) -> str:
@@ -73,6 +74,9 @@ class WorkloadConfig:
     send_timeout_ms: int = 30_000
     max_pending: int = 1000
     max_pending_acks: int = 1000  # per consumer: acknowledgements awaiting their receipt
+    # the longest a client waits between reconnection attempts (the Java client's default is 60 s):
+    # short, so that an outage measured is the cluster's, not the client's back-off
+    max_backoff_ms: int = 5000
 
     def __post_init__(self) -> None:
         if self.subscription_type not in SUB_TYPES:
@@ -136,6 +140,7 @@ class Workload:
             "service_url": t.service_url, "topic": cfg.topic, "producer_name": name,
             "message_size": cfg.message_size, "rate": cfg.rate / cfg.producers, "batching": cfg.batching,
             "send_timeout_ms": cfg.send_timeout_ms, "max_pending": cfg.max_pending, "keys": cfg.keys, "seed": i,
+            "max_backoff_ms": cfg.max_backoff_ms,
         }
         constants = {"producer": name, "topic": cfg.topic, "cluster": t.cluster, "region": t.region, "run": self.run_id}
         return DriverProcess(f"p{i}", "produce", self.out, f"producer-p{i}", config, constants)
@@ -144,7 +149,8 @@ class Workload:
         cfg, t = self.cfg, self.target
         config = {"service_url": t.consumer_url, "topic": cfg.topic, "subscription": cfg.subscription,
                   "subscription_type": cfg.subscription_type, "drain_seconds": cfg.drain_seconds,
-                  "max_pending_acks": cfg.max_pending_acks}
+                  "max_pending_acks": cfg.max_pending_acks, "replicate_subscription": t.replicated_subscription,
+                  "max_backoff_ms": cfg.max_backoff_ms}
         constants = {"consumer": f"c{i}", "subscription": cfg.subscription, "cluster": t.consumer_cluster, "region": t.region,
                      "run": self.run_id}
         return DriverProcess(f"c{i}", "consume", self.out, f"consumer-c{i}", config, constants)
@@ -175,11 +181,11 @@ class Workload:
     # ----- the run ---------------------------------------------------------------------------
     def run(
         self, tick: Callable[[Counters], None] | None = None, read_idle_timeout: float = 60.0,
-        before_read: Callable[[], None] | None = None,
+        after_send: Callable[[], None] | None = None,
     ) -> WorkloadResult:
-        """Consumers subscribe, producers start together and send for ``duration``, consumers drain,
-        ``before_read`` runs (a wait for replication to catch up, say), then storage is read back
-        from the earliest position on every cluster."""
+        """Consumers subscribe, producers start together and send for ``duration``, ``after_send``
+        runs (a wait for replication to catch up, say) while consumers still receive, consumers
+        drain, then storage is read back from the earliest position on every cluster."""
         self.out.mkdir(parents=True, exist_ok=True)
         self._write_manifest()
         classes = driver_classes(self.dist)
@@ -203,13 +209,13 @@ class Workload:
             self._follow(producers, started, tick)
             ends = [d.finished_at for d in producers]
             send_seconds = (max(ends) if all(ends) else time.monotonic()) - p0
+            if after_send is not None:  # consumers keep receiving meanwhile: what arrives late is still delivered
+                after_send()
             for d in consumers:
                 d.tell("drain")
             self._follow(consumers, started, tick)
         finally:
             self._finish(started, grace=self.cfg.send_timeout_ms / 1000 + self.cfg.drain_seconds + 30)
-        if before_read is not None:
-            before_read()
         readers = [self._reader(name, url, read_idle_timeout) for name, url in self._read_clusters().items()]
         try:
             for d in readers:

@@ -138,3 +138,10 @@ def test_unknown_topology_name() -> None:
     with pytest.raises(TopologyError) as exc:
         load("no-such-topology")
     assert "neither a built-in" in str(exc.value)
+
+
+def test_replicated_subscriptions_need_a_namespace_on_two_clusters() -> None:
+    e = broken(lambda d: d["namespaces"][0].update(replicated_subscriptions=True))
+    assert e.field == "namespaces[0](mytenant/eu).replicated_subscriptions"
+    assert "two clusters" in str(e)
+    assert all(ns.replicated_subscriptions for ns in load("geo").namespaces + load("active-active").namespaces)

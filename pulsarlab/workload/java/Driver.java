@@ -122,6 +122,8 @@ public final class Driver {
                 .serviceUrl(cfg.path("service_url").asText())
                 .operationTimeout(30, TimeUnit.SECONDS)
                 .connectionTimeout(5, TimeUnit.SECONDS)
+                .startingBackoffInterval(100, TimeUnit.MILLISECONDS)
+                .maxBackoffInterval(cfg.path("max_backoff_ms").asLong(5000), TimeUnit.MILLISECONDS)
                 .build();
         try (Journal journal = new Journal(Path.of(cfg.path("journal").asText()))) {
             // Ctrl-C or SIGTERM: what was recorded so far reaches the disk before the JVM exits
@@ -330,6 +332,7 @@ public final class Driver {
                 .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest)
                 .receiverQueueSize(1000)
                 .isAckReceiptEnabled(true)
+                .replicateSubscriptionState(cfg.path("replicate_subscription").asBoolean(false))
                 .subscribe()) {
             journal.subscribe(now(), journal.id(topic));
             say("@ready");
@@ -427,6 +430,7 @@ public final class Driver {
         if (end == null || end[1] >= 0) { // entry -1: an empty partition is complete at once
             try (Reader<byte[]> reader = client.newReader().topic(topic).startMessageId(MessageId.earliest).create()) {
                 long lastProgress = System.nanoTime();
+                long lastAsked = 0;
                 while (end == null ? reader.hasMessageAvailable() : last == null || !reached(last, end)) {
                     if (stopping) {
                         error = "stopped";
@@ -438,6 +442,14 @@ public final class Driver {
                     }
                     Message<byte[]> msg = reader.readNext(1, TimeUnit.SECONDS);
                     if (msg == null) {
+                        if (end != null && last != null && System.nanoTime() - lastAsked > 2_000_000_000L) {
+                            lastAsked = System.nanoTime();
+                            String dispatchable = dispatchableEnd(reader, last);
+                            if (dispatchable != null) {
+                                endText = dispatchable; // what the scan proves it reached, recorded as its end
+                                break;
+                            }
+                        }
                         continue;
                     }
                     lastProgress = System.nanoTime();
@@ -455,6 +467,25 @@ public final class Driver {
         }
         journal.scan(now(), topicId, index, last, journal.id(endText), journal.id(error));
         return error;
+    }
+
+    /**
+     * When the entries between the last message read and the pinned end are markers (replicated
+     * subscription snapshots, written after the last data message), no reader ever receives them. The
+     * broker's last <em>dispatchable</em> message id, asked now (after the end was pinned), then is at
+     * or before the last message read: everything a consumer could get has been read. Returns that id
+     * as the scan's proven end, or null while there is more to read.
+     */
+    static String dispatchableEnd(Reader<byte[]> reader, MessageId last) throws PulsarClientException {
+        java.util.List<org.apache.pulsar.client.api.TopicMessageId> ids = reader.getLastMessageIds();
+        if (ids.size() != 1) {
+            return null;
+        }
+        long[] d = idFields(ids.get(0));
+        if (d[1] < 0 || !reached(last, d)) {
+            return null;
+        }
+        return "(" + d[0] + "," + d[1] + "," + d[2] + "," + d[3] + ")";
     }
 
     /** {@code (ledger,entry,partition,batch)} as the admin side writes it. */
