@@ -65,7 +65,7 @@ class WorkloadSpec(_Strict):
 
 
 class Step(_Strict):
-    """One step of a schedule: a fault at ``at`` seconds after producing starts, or a wait for a
+    """One step of a schedule: a fault at ``at`` seconds after the first acknowledged send, or a wait for a
     condition (from ``at`` if given, else right after the previous step), for up to ``timeout``."""
 
     at: float | None = Field(default=None, ge=0)
@@ -78,7 +78,7 @@ class Step(_Strict):
         if (self.fault is None) == (self.wait is None):
             raise ValueError("a step is either 'fault: ACTION ARGS' or 'wait: CONDITION ARGS'")
         if self.fault is not None and self.at is None:
-            raise ValueError("a fault needs 'at' (seconds after the workload starts producing)")
+            raise ValueError("a fault needs 'at' (seconds after the first acknowledged send)")
         return self
 
     @property

@@ -32,7 +32,7 @@ TOPOLOGY_FILE = "scenario-topology.yaml"
 
 
 class StepRunner:
-    """The schedule in a background thread: faults at their offsets from the start of producing,
+    """The schedule in a background thread: faults at their offsets from the first acknowledged send,
     waits in between; records faults like :class:`~pulsarlab.chaos.schedule.FaultSchedule`."""
 
     def __init__(self, cluster: Deployment, steps: list[Step], topic: str, say: Say = quiet) -> None:
