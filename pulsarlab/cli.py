@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from pulsarlab import cli_report, cli_tools, ops
+from pulsarlab import cli_report, cli_scenario, cli_tools, ops
 from pulsarlab.cli_common import EXIT_CODES, JsonOpt, StateDirOpt, TopologyOpt, err, out, reported
 from pulsarlab.errors import UsageError
 from pulsarlab.topology import builtin_descriptions
@@ -377,6 +377,7 @@ for _action in ("stop", "start", "kill", "pause", "resume"):
 
 cli_tools.register(app)  # env, logs, doctor
 cli_report.register(app)  # report
+cli_scenario.register(app)  # scenario list|run
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -1,0 +1,144 @@
+"""``pulsarlab scenario list|run``: a thin layer over :mod:`pulsarlab.scenarios`."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from pulsarlab.cli_common import JsonOpt, err, out, reported
+from pulsarlab.errors import PulsarlabError, UsageError
+from pulsarlab.scenarios import model
+from pulsarlab.scenarios.runner import fresh_run_dir, run_scenario
+from pulsarlab.scenarios.verdict import ScenarioVerdict
+from pulsarlab.verify.model import EXIT_CODES, FAIL, INCONCLUSIVE, PASS
+
+scenario_app = typer.Typer(no_args_is_help=True, help="Fault scenarios on fresh clusters, judged with RPO and RTO.")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(scenario_app, name="scenario")
+
+
+def _say(msg: str) -> None:
+    err.print(f"[dim]·[/] {msg}", highlight=False)
+
+
+@scenario_app.command("list")
+@reported
+def list_cmd(as_json: JsonOpt = False) -> None:
+    """List the built-in scenarios; one that needs a fault action not registered here says which."""
+    rows = []
+    for name in model.builtin_names():
+        try:
+            sc = model.load(name)
+            rows.append({"name": name, "description": sc.description, "topology": sc.topology.ref,
+                         "control": sc.control, "runnable": True, "problem": None})
+        except model.ScenarioError as exc:
+            rows.append({"name": name, "description": "", "topology": None, "control": None,
+                         "runnable": False, "problem": str(exc)})
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table("scenario", "topology", "description")
+    for r in rows:
+        desc = r["description"] if r["runnable"] else f"[yellow]not runnable here:[/] {r['problem']}"
+        table.add_row(r["name"] + (" (control)" if r["control"] else ""), r["topology"] or "-", desc)
+    out.print(table)
+
+
+def _runs(refs: list[str], repeat: int, out_dir: Path) -> list[tuple[model.Scenario, Path]]:
+    """Every run asked for, validated before the first cluster starts."""
+    scenarios = [model.load(r) for r in refs]
+    names = [s.name for s in scenarios]
+    if len(set(names)) != len(names):
+        raise UsageError(f"scenario named twice: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
+    plan = []
+    for sc in scenarios:
+        for i in range(1, repeat + 1):
+            run_dir = out_dir / (sc.name if repeat == 1 else f"{sc.name}-{i}")
+            fresh_run_dir(run_dir)  # a used folder is refused before any cluster starts
+            plan.append((sc, run_dir))
+    return plan
+
+
+def overall(verdicts: list[ScenarioVerdict]) -> str:
+    states = {v.status for v in verdicts}
+    return FAIL if FAIL in states else (INCONCLUSIVE if INCONCLUSIVE in states or not verdicts else PASS)
+
+
+def agreement(verdicts: list[ScenarioVerdict]) -> dict[str, bool]:
+    """Per scenario run more than once: whether its runs' verdicts agree (status and each expectation)."""
+    by_name: dict[str, set] = {}
+    for v in verdicts:
+        by_name.setdefault(v.scenario, set()).add(v.agreement_key())
+    return {name: len(keys) == 1 for name, keys in by_name.items()}
+
+
+@scenario_app.command("run")
+@reported
+def run_cmd(
+    scenarios: Annotated[list[str] | None, typer.Argument(help="built-in name(s) or scenario YAML file(s)")] = None,
+    run_all: Annotated[bool, typer.Option("--all", help="every built-in scenario, one after another")] = False,
+    runtime: Annotated[str, typer.Option(help="local or docker")] = "local",
+    as_json: JsonOpt = False,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="folder for the run folders (default: a new temporary one)")
+    ] = None,
+    repeat: Annotated[int, typer.Option(min=1, help="run each scenario N times, each on a fresh cluster")] = 1,
+) -> None:
+    """Run scenarios, each on a fresh cluster taken down afterwards, and judge their expectations.
+
+    Exit code: 0 every expectation holds, 1 one fails, 3 inconclusive (evidence missing: the reasons
+    are printed), 2 usage error.
+    """
+    from pulsarlab import ops
+
+    ops._check_runtime(runtime)
+    refs = list(scenarios or [])
+    if run_all == bool(refs):
+        raise UsageError("name the scenario(s) to run, or pass --all (not both)")
+    refs = refs or model.builtin_names()
+    out_dir = out_dir or Path(tempfile.mkdtemp(prefix="pulsarlab-scenarios-"))
+    plan = _runs(refs, repeat, out_dir)
+    say = (lambda _m: None) if as_json else _say
+    verdicts = []
+    for sc, run_dir in plan:
+        try:
+            verdict = run_scenario(sc, run_dir, runtime, say=say)
+        except PulsarlabError as exc:
+            if len(plan) == 1:
+                raise
+            # one run that could not be done does not cancel the others; it is reported, never a pass
+            verdict = ScenarioVerdict(sc.name, str(run_dir), sc.control, reasons=[f"the run failed: {str(exc).splitlines()[0]}"])
+        verdicts.append(verdict)
+        if not as_json:
+            out.print(verdict.render_table())
+            out.print(f"run folder: {run_dir}", highlight=False)
+    status, agree = overall(verdicts), agreement(verdicts)
+    if as_json:
+        if len(verdicts) == 1:
+            print(json.dumps(verdicts[0].to_json(), indent=2))
+        else:
+            print(json.dumps({"status": status, "agree": agree if repeat > 1 else None,
+                              "runs": [v.to_json() for v in verdicts]}, indent=2))
+    else:
+        if len(verdicts) > 1:
+            table = Table("scenario", "run", "status", "RPO", "max RTO s", "longest without ack s",
+                          title=f"overall: {status.upper()}")
+            for v in verdicts:
+                rto = v.rto or {}
+                table.add_row(v.scenario, Path(v.run_dir).name, v.status, str(v.rpo if v.rpo is not None else "-"),
+                              str(rto.get("max_recovery_s", "-")), str(rto.get("max_outage_s", "-")))
+            out.print(table)
+        if repeat > 1:
+            for name, same in agree.items():
+                out.print(f"{name}: the {repeat} runs' verdicts {'agree' if same else '[red]DISAGREE[/]'}")
+        for v in verdicts:
+            for r in v.reasons:
+                err.print(f"[yellow]inconclusive ({v.scenario}):[/] {r}", highlight=False)
+    raise typer.Exit(EXIT_CODES[status])

@@ -1,0 +1,147 @@
+"""Conditions a scenario waits for: ``node_alive NODE``, ``node_dead NODE``, ``topic_owned_in REGION``,
+``under_replicated N`` (at most N of the topic's ledgers have a copy on a bookie that is gone)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pulsarlab.admin import placement
+from pulsarlab.admin.client import AdminClient, AdminError
+from pulsarlab.deployment import Deployment
+from pulsarlab.errors import StateError
+from pulsarlab.topology import Role, Topology
+
+POLL_S = 1.0
+UNLOAD_EVERY_S = 5.0
+
+
+@dataclass(frozen=True)
+class Condition:
+    """``holds(cluster, topic, args) -> (held, what is seen now)``; ``nudge`` (optional) acts to make it hold."""
+
+    check_args: Callable[[Topology, list[str]], None]
+    holds: Callable[[Deployment, str, list[str]], tuple[bool, str]]
+    nudge: Callable[[Deployment, str, list[str]], None] | None = None
+
+
+def _one_node(topo: Topology, args: list[str]) -> None:
+    if len(args) != 1:
+        raise ValueError("takes one node name")
+    try:
+        topo.node(args[0])
+    except KeyError:
+        raise ValueError(f"no node {args[0]!r} (nodes: {', '.join(n.name for n in topo.nodes)})") from None
+
+
+def _one_region(topo: Topology, args: list[str]) -> None:
+    if len(args) != 1 or args[0] not in topo.regions:
+        raise ValueError(f"takes one region of {', '.join(topo.regions)}")
+
+
+def _count(_topo: Topology, args: list[str]) -> None:
+    if len(args) != 1 or not args[0].isdigit():
+        raise ValueError("takes one count, e.g. 'under_replicated 0'")
+
+
+def _node_alive(cluster: Deployment, _topic: str, args: list[str]) -> tuple[bool, str]:
+    up = cluster.alive(args[0])
+    return up, f"{args[0]} {'alive' if up else 'not running'}"
+
+
+def _node_dead(cluster: Deployment, topic: str, args: list[str]) -> tuple[bool, str]:
+    up, seen = _node_alive(cluster, topic, args)
+    return not up, seen
+
+
+def _topic_cluster(cluster: Deployment, topic: str) -> str:
+    ns = "/".join(topic.removeprefix("persistent://").split("/")[:2])
+    for n in cluster.topo.namespaces:
+        if n.name == ns:
+            return (n.clusters or [c.name for c in cluster.topo.clusters])[0]
+    return cluster.topo.clusters[0].name
+
+
+def _owner_region(cluster: Deployment, topic: str) -> str:
+    name = _topic_cluster(cluster, topic)
+    host = AdminClient(cluster.admin_url(name), retries=1).lookup(topic).host
+    regions = placement.region_by_address(cluster.topo, name, Role.BROKER)
+    return regions.get(host, f"? ({host})")
+
+
+def _owned_in(cluster: Deployment, topic: str, args: list[str]) -> tuple[bool, str]:
+    try:
+        region = _owner_region(cluster, topic)
+    except (AdminError, StateError) as exc:
+        return False, f"lookup failed: {str(exc).splitlines()[0]}"
+    return region == args[0], f"owned in {region}"
+
+
+def _unload(cluster: Deployment, topic: str, _args: list[str]) -> None:
+    """Unload the topic's namespace so the isolation policy places the topic afresh."""
+    ns = "/".join(topic.removeprefix("persistent://").split("/")[:2])
+    try:
+        admin = AdminClient(cluster.admin_url(_topic_cluster(cluster, topic)), retries=1)
+        admin.request("PUT", f"/admin/v2/namespaces/{ns}/unload", idempotent=True)
+    except (AdminError, StateError):
+        pass  # the next poll says what is seen
+
+
+def _under_replicated(cluster: Deployment, topic: str, args: list[str]) -> tuple[bool, str]:
+    try:
+        report = placement.inspect(cluster, topic)
+    except (AdminError, StateError) as exc:
+        return False, f"placement unknown: {str(exc).splitlines()[0]}"
+    n = sum(1 for t in report.topics for led in t.ledgers if led.under_replicated)
+    return n <= int(args[0]), f"{n} ledger(s) under-replicated"
+
+
+CONDITIONS: dict[str, Condition] = {
+    "node_alive": Condition(_one_node, _node_alive),
+    "node_dead": Condition(_one_node, _node_dead),
+    "topic_owned_in": Condition(_one_region, _owned_in, _unload),
+    "under_replicated": Condition(_count, _under_replicated),
+}
+
+
+@dataclass
+class WaitRecord:
+    """One wait as it went: the condition, when it started (s from producing, or None before it), how
+    long it took, and whether it held within its timeout."""
+
+    condition: str
+    started_s: float | None
+    seconds: float
+    held: bool
+    seen: str
+
+    def to_json(self) -> dict:
+        return {"condition": self.condition, "started_s": None if self.started_s is None else round(self.started_s, 3),
+                "seconds": round(self.seconds, 3), "held": self.held, "seen": self.seen}
+
+
+def wait_for(
+    cluster: Deployment, topic: str, words: list[str], timeout: float, started_s: float | None = None,
+    stop: threading.Event | None = None,
+) -> WaitRecord:
+    """Poll a condition until it holds, ``timeout`` passes or ``stop`` is set (nudging it every few
+    seconds if it can)."""
+    name, *args = words
+    cond = CONDITIONS[name]
+    t0 = time.monotonic()
+    last_nudge = t0 - UNLOAD_EVERY_S
+    while True:
+        held, seen = cond.holds(cluster, topic, args)
+        elapsed = time.monotonic() - t0
+        if held or elapsed >= timeout or (stop is not None and stop.is_set()):
+            return WaitRecord(" ".join(words), started_s, elapsed, held, seen)
+        if cond.nudge is not None and time.monotonic() - last_nudge >= UNLOAD_EVERY_S:
+            cond.nudge(cluster, topic, args)
+            last_nudge = time.monotonic()
+        pause = min(POLL_S, max(0.0, timeout - (time.monotonic() - t0)))
+        if stop is not None:
+            stop.wait(pause)
+        else:
+            time.sleep(pause)

@@ -1,0 +1,299 @@
+"""The scenario model: topology + workload + a schedule of faults and waits + expectations.
+
+A scenario is a YAML file (built-ins live in ``builtin/``). Everything that can be checked without a
+running cluster is checked when it is loaded, and a violation raises :class:`ScenarioError` naming
+the field: unknown keys, a workload the driver would refuse, a fault action that is not registered
+in :data:`pulsarlab.chaos.schedule.ACTIONS`, a node the topology does not have, an unknown check.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+
+from pulsarlab.chaos import schedule as chaos
+from pulsarlab.errors import TopologyError, UsageError
+from pulsarlab.topology import Topology, parse
+from pulsarlab.topology import load as load_topology
+from pulsarlab.verify.model import CHECKS, INFORMATIONAL, Expectations
+from pulsarlab.workload.run import WorkloadConfig
+
+BUILTIN_DIR = Path(__file__).parent / "builtin"
+TOPIC_PLACEHOLDER = "{topic}"
+
+
+class ScenarioError(UsageError):
+    """A scenario file breaks a rule; ``field`` is a dotted path into it."""
+
+    def __init__(self, source: str, field: str, rule: str) -> None:
+        self.field = field
+        super().__init__(f"invalid scenario {source}: {field}: {rule}")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class NamespaceOverride(_Strict):
+    """Settings of one namespace of the topology that this scenario alone changes."""
+
+    persistence: dict[str, int] | None = None
+    deduplication: bool | None = None
+
+
+class TopologySpec(_Strict):
+    """A built-in topology name or a file, with per-scenario overrides of its namespaces."""
+
+    ref: str
+    namespaces: dict[str, NamespaceOverride] = Field(default_factory=dict)
+    address_prefix: str | None = None  # 127.<x>: run beside a cluster on the topology's usual addresses
+
+
+class WorkloadSpec(_Strict):
+    """Where the workload runs; the rest of the mapping is :class:`WorkloadConfig`'s fields."""
+
+    namespace: str | None = None  # the topic is <namespace>/<scenario>-<run id>; default: the first namespace
+    cluster: str | None = None  # the producers' cluster
+    consume_cluster: str | None = None
+    region: str | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class Step(_Strict):
+    """One step of a schedule: a fault at ``at`` seconds after the first acknowledged send, or a wait for a
+    condition (from ``at`` if given, else right after the previous step), for up to ``timeout``."""
+
+    at: float | None = Field(default=None, ge=0)
+    fault: str | None = None
+    wait: str | None = None
+    timeout: float = Field(default=60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Step:
+        if (self.fault is None) == (self.wait is None):
+            raise ValueError("a step is either 'fault: ACTION ARGS' or 'wait: CONDITION ARGS'")
+        if self.fault is not None and self.at is None:
+            raise ValueError("a fault needs 'at' (seconds after the first acknowledged send)")
+        return self
+
+    @property
+    def words(self) -> list[str]:
+        return shlex.split(self.fault or self.wait or "")
+
+
+class Expect(_Strict):
+    """What must hold. ``checks``: the verifier's forbid/allow/forbid_only; ``rpo``: at most this many
+    acknowledged messages lost; ``rto_max_s``: every producer's first successful send after each fault
+    within this; ``outage_max_s`` / ``outage_min_s``: bounds on each producer's longest window without an
+    ack; ``expect_failure``: checks that must come out non-zero (a control)."""
+
+    checks: dict[str, list[str]] = Field(default_factory=dict)
+    rpo: int | None = Field(default=None, ge=0)
+    rto_max_s: float | None = Field(default=None, gt=0)
+    outage_max_s: float | None = Field(default=None, gt=0)
+    outage_min_s: float | None = Field(default=None, ge=0)
+    expect_failure: list[str] = Field(default_factory=list)
+
+
+class Scenario(_Strict):
+    name: str
+    description: str = ""
+    topology: TopologySpec
+    workload: WorkloadSpec
+    setup: list[Step] = Field(default_factory=list)  # waits before the workload starts
+    schedule: list[Step] = Field(default_factory=list)
+    expect: Expect = Field(default_factory=Expect)
+
+    # ----- derived ---------------------------------------------------------------------------
+    def topology_model(self) -> Topology:
+        """The topology with this scenario's overrides applied (validated again)."""
+        base = load_topology(self.topology.ref)
+        data = base.model_dump(mode="json", exclude_none=True)
+        if self.topology.address_prefix is not None:
+            data["address_prefix"] = self.topology.address_prefix
+        by_name = {ns["name"]: ns for ns in data.get("namespaces", [])}
+        for name, over in self.topology.namespaces.items():
+            if name not in by_name:
+                raise KeyError(name)
+            by_name[name].update(over.model_dump(exclude_none=True))
+        return parse(data)
+
+    def workload_config(self, topic: str) -> WorkloadConfig:
+        return WorkloadConfig(**{**self.workload.config, "topic": topic})
+
+    def faults(self) -> list[chaos.Fault]:
+        return [step_fault(s, "") for s in self.schedule if s.fault is not None]
+
+    @property
+    def control(self) -> bool:
+        return bool(self.expect.expect_failure)
+
+    def expectations(self) -> Expectations:
+        """The verifier's expectations: the scenario's, with the failures a control expects allowed
+        (the scenario judges them itself: they must be non-zero)."""
+        data = dict(self.expect.checks)
+        data["allow"] = [*data.get("allow", []), *self.expect.expect_failure]
+        return Expectations.from_mapping(data)
+
+
+def step_fault(step: Step, topic: str) -> chaos.Fault:
+    """The fault of a step, ``{topic}`` in its arguments replaced by the run's topic."""
+    action, *args = step.words
+    return chaos.Fault(step.at or 0.0, action, tuple(a.replace(TOPIC_PLACEHOLDER, topic) for a in args))
+
+
+# ----- loading -------------------------------------------------------------------------------------
+def builtin_names() -> list[str]:
+    return sorted(p.stem for p in BUILTIN_DIR.glob("*.yaml"))
+
+
+def load(ref: str) -> Scenario:
+    """A scenario by built-in name or from a YAML file, validated."""
+    path = BUILTIN_DIR / f"{ref}.yaml"
+    if not path.is_file():
+        path = Path(ref)
+        if not path.is_file():
+            raise UsageError(f"scenario {ref!r} is neither a built-in ({', '.join(builtin_names())}) nor a file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise UsageError(f"scenario {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    return parse_scenario(data, str(path) if path.parent != BUILTIN_DIR else ref)
+
+
+def _normalise(data: dict) -> dict:
+    """Accept the short forms: ``topology: sync``, ``setup: [topic_owned_in eu]``, and the workload's
+    own fields beside ``namespace``/``cluster``/``consume_cluster``/``region``."""
+    data = dict(data)
+    if isinstance(data.get("topology"), str):
+        data["topology"] = {"ref": data["topology"]}
+    if isinstance(data.get("workload"), dict):
+        w = dict(data["workload"])
+        placed = {k: w.pop(k) for k in list(w) if k in WorkloadSpec.model_fields and k != "config"}
+        data["workload"] = {**placed, "config": w}
+    if isinstance(data.get("setup"), list):
+        data["setup"] = [{"wait": s} if isinstance(s, str) else s for s in data["setup"]]
+    return data
+
+
+def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
+    """Build and validate a scenario from plain data (a parsed YAML file)."""
+    if not isinstance(data, dict):
+        raise ScenarioError(source, "<root>", "a scenario file holds a mapping")
+    try:
+        sc = Scenario.model_validate(_normalise(data))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = [str(p) for p in err["loc"] if p != "config"]
+        raise ScenarioError(source, _dotted(loc), err["msg"].removeprefix("Value error, ")) from None
+    validate(sc, source)
+    return sc
+
+
+def _dotted(loc: list[str]) -> str:
+    out = ""
+    for p in loc:
+        out += f"[{p}]" if p.isdigit() else (f".{p}" if out else p)
+    return out or "<root>"
+
+
+def validate(sc: Scenario, source: str) -> None:  # noqa: C901 - one rule after another
+    """Cross-field rules: the topology and its overrides, the workload, faults, waits, checks."""
+    try:
+        topo = sc.topology_model()
+    except TopologyError as exc:
+        raise ScenarioError(source, "topology", str(exc)) from None
+    except KeyError as exc:
+        raise ScenarioError(source, f"topology.namespaces.{exc.args[0]}", "no such namespace in the topology") from None
+    w = sc.workload
+    known = {f.name for f in dataclasses.fields(WorkloadConfig)} - {"topic"}
+    for k in w.config:
+        if k not in known:
+            every = sorted(known | {"namespace", "cluster", "consume_cluster", "region"})
+            raise ScenarioError(source, f"workload.{k}", f"unknown field (known: {', '.join(every)})")
+    try:
+        TypeAdapter(WorkloadConfig).validate_python({**w.config, "topic": "x"})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = _dotted(["workload", *[str(p) for p in err["loc"]]])
+        raise ScenarioError(source, field, err["msg"].removeprefix("Value error, ")) from None
+    for name, value in (("cluster", w.cluster), ("consume_cluster", w.consume_cluster)):
+        if value is not None and value not in {c.name for c in topo.clusters}:
+            raise ScenarioError(source, f"workload.{name}", f"no cluster {value!r} in topology {topo.name!r}")
+    if w.namespace is not None and w.namespace not in {n.name for n in topo.namespaces}:
+        raise ScenarioError(source, "workload.namespace", f"no namespace {w.namespace!r} in topology {topo.name!r}")
+    duration = sc.workload_config("x").duration
+    previous = 0.0
+    for section in ("setup", "schedule"):
+        for i, step in enumerate(getattr(sc, section)):
+            field = f"{section}[{i}]"
+            if section == "setup" and (step.fault is not None or step.at is not None):
+                raise ScenarioError(source, field, "setup holds waits only (they run before the workload starts)")
+            if step.at is not None:
+                if step.at < previous:
+                    raise ScenarioError(source, f"{field}.at", f"{step.at:g} s is before the previous step's {previous:g} s")
+                if step.at >= duration:
+                    raise ScenarioError(source, f"{field}.at",
+                                        f"{step.at:g} s is past the workload's {duration:g} s of producing")
+                previous = step.at
+            if step.wait is not None:
+                _check_condition(step, topo, source, f"{field}.wait")
+            else:
+                _check_fault(step, topo, source, f"{field}.fault", w.namespace or topo.namespaces[0].name)
+    for c in [*sc.expect.expect_failure, *[c for v in sc.expect.checks.values() for c in v]]:
+        if c not in CHECKS:
+            raise ScenarioError(source, "expect", f"unknown check {c!r} (checks: {', '.join(CHECKS)})")
+    if set(sc.expect.expect_failure) & INFORMATIONAL:
+        raise ScenarioError(source, "expect.expect_failure",
+                            f"informational checks cannot be expected to fail: {sorted(INFORMATIONAL)}")
+    try:
+        sc.expectations()
+    except ValueError as exc:
+        raise ScenarioError(source, "expect.checks", str(exc)) from None
+
+
+class _TopologyOnly:
+    """What a fault's argument check may see before any cluster runs: the topology."""
+
+    def __init__(self, topo: Topology) -> None:
+        self.topo = topo
+
+    def __getattr__(self, name: str) -> Any:
+        raise _NeedsCluster(name)
+
+
+class _NeedsCluster(Exception):
+    pass
+
+
+def _check_fault(step: Step, topo: Topology, source: str, field: str, namespace: str) -> None:
+    fault = step_fault(step, f"persistent://{namespace}/topic")
+    if fault.action not in chaos.ACTIONS:
+        raise ScenarioError(source, field, f"unknown fault action {fault.action!r}: registered actions are "
+                                           f"{', '.join(sorted(chaos.ACTIONS))}")
+    try:
+        chaos.check(_TopologyOnly(topo), fault)  # type: ignore[arg-type]
+    except _NeedsCluster:
+        pass  # this action checks its arguments against a running cluster: done again before the run's faults start
+    except ValueError as exc:
+        why = str(exc)
+        if any(why.endswith(f": {a}") for a in fault.args):
+            why += f" (no such node in topology {topo.name!r}, nor a target this action resolves)"
+        raise ScenarioError(source, field, why) from None
+
+
+def _check_condition(step: Step, topo: Topology, source: str, field: str) -> None:
+    from pulsarlab.scenarios.conditions import CONDITIONS
+
+    name, *args = step.words
+    if name not in CONDITIONS:
+        raise ScenarioError(source, field, f"unknown condition {name!r}: one of {', '.join(sorted(CONDITIONS))}")
+    try:
+        CONDITIONS[name].check_args(topo, args)
+    except ValueError as exc:
+        raise ScenarioError(source, field, f"{name}: {exc}") from None

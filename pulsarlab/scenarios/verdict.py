@@ -1,0 +1,157 @@
+"""A scenario's verdict: the verifier's checks, RPO, RTO, the faults as they happened, and each
+expectation judged pass / fail / inconclusive."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from pulsarlab.scenarios.model import Scenario
+from pulsarlab.scenarios.rto import Rto
+from pulsarlab.verify.model import ABSENCE, EXIT_CODES, FAIL, INCONCLUSIVE, PASS, Verdict
+
+SCENARIO_FILE = "scenario.json"
+FAULTS_FILE = "faults.json"
+
+
+@dataclass
+class Judged:
+    """One expectation: what was asked, what was seen, and the outcome."""
+
+    name: str
+    expected: str
+    actual: Any
+    status: str  # pass | fail | inconclusive
+
+
+@dataclass
+class ScenarioVerdict:
+    scenario: str
+    run_dir: str
+    control: bool
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    waits: list[dict[str, Any]] = field(default_factory=list)
+    checks: dict[str, int] = field(default_factory=dict)
+    rpo: int | None = None
+    rto: dict[str, Any] | None = None
+    expectations: list[Judged] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)  # why the evidence is short (inconclusive)
+    verifier_status: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def status(self) -> str:
+        states = {j.status for j in self.expectations}
+        if FAIL in states:
+            return FAIL
+        if self.reasons or INCONCLUSIVE in states or not self.expectations:
+            return INCONCLUSIVE
+        return PASS
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.status]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario, "status": self.status, "control": self.control, "run_dir": self.run_dir,
+            "seconds": round(self.seconds, 1), "rpo": self.rpo, "rto": self.rto, "checks": self.checks,
+            "faults": self.faults, "waits": self.waits, "verifier_status": self.verifier_status,
+            "expectations": [j.__dict__ for j in self.expectations], "reasons": self.reasons,
+        }
+
+    def write(self, run_dir: Path) -> Path:
+        path = run_dir / SCENARIO_FILE
+        path.write_text(json.dumps(self.to_json(), indent=2) + "\n")
+        return path
+
+    def agreement_key(self) -> tuple:
+        """What two runs of one scenario must share to agree: the status and each expectation's outcome."""
+        return self.status, tuple((j.name, j.status) for j in self.expectations)
+
+    def render_table(self) -> Table:
+        colour = {PASS: "green", FAIL: "red", INCONCLUSIVE: "yellow"}
+        t = Table(title=f"scenario {self.scenario}: [{colour[self.status]}]{self.status.upper()}[/]"
+                        + (" (control: a failure must be detected)" if self.control else ""))
+        t.add_column("what")
+        t.add_column("expected")
+        t.add_column("seen", overflow="fold")
+        t.add_column("")
+        for j in self.expectations:
+            t.add_row(j.name, j.expected, _cell(j.actual), f"[{colour[j.status]}]{j.status}[/]")
+        t.add_section()
+        t.add_row("RPO (acked messages lost)", "", _cell(self.rpo), "")
+        for p in (self.rto or {}).get("producers", []):
+            rec = ", ".join(f"{f['fault']} @{f['at_s']:.1f}s → {_secs(f['recovery_s'])}" for f in p["faults"]) or "no fault"
+            longest = _secs(p["longest_without_ack_s"])
+            t.add_row(f"RTO {p['producer'].rsplit('-', 1)[-1]}", "", f"{rec}; longest without ack {longest}", "")
+        t.add_section()
+        for f in self.faults:
+            t.add_row(f"fault @{f['at_s']:.1f}s", "", f"{f['fault']}: {f['done']}", "")
+        for w in self.waits:
+            held = "held" if w["held"] else "NOT held"
+            t.add_row("wait", w["condition"], f"{held} after {w['seconds']:.1f}s ({w['seen']})", "")
+        nonzero = {k: v for k, v in self.checks.items() if v}
+        t.add_row("checks", "", ", ".join(f"{k}={v}" for k, v in nonzero.items()) or "all zero", "")
+        if self.reasons:
+            t.caption = "inconclusive evidence:\n" + "\n".join(f"- {r}" for r in self.reasons)
+        return t
+
+
+def _secs(v: float | None) -> str:
+    return "never" if v is None else f"{v:.2f}s"
+
+
+def _cell(v: Any) -> str:
+    return "-" if v is None else str(v)
+
+
+def judge(sc: Scenario, verdict: Verdict | None, rto: Rto | None, waits: list[dict[str, Any]]) -> list[Judged]:
+    """Each expectation of ``sc`` against what the run produced; evidence missing makes an
+    expectation that needs it inconclusive, never a pass."""
+    e = sc.expect
+    out: list[Judged] = []
+    short = verdict is None or bool(verdict.reasons)
+    decisive_presence = verdict is not None and verdict.presence_decisive
+
+    def guessed(check: str) -> bool:  # a count the missing evidence makes a guess
+        return short and (check in ABSENCE or not decisive_presence)
+
+    allowed = sc.expectations()
+    if verdict is not None:
+        for c in verdict.checks:
+            if c.name in e.expect_failure:
+                status = PASS if c.count > 0 else (INCONCLUSIVE if guessed(c.name) else FAIL)
+                out.append(Judged(f"check {c.name}", "> 0 (control)", c.count, status))
+            elif not allowed.allows(c.name):
+                status = INCONCLUSIVE if guessed(c.name) else (PASS if c.count == 0 else FAIL)
+                out.append(Judged(f"check {c.name}", "= 0", c.count, status))
+    if e.rpo is not None:
+        lost = verdict.check("lost").count if verdict is not None else None
+        status = INCONCLUSIVE if lost is None or guessed("lost") else (PASS if lost <= e.rpo else FAIL)
+        out.append(Judged("RPO", f"<= {e.rpo}", lost, status))
+    if e.rto_max_s is not None:
+        worst = rto.max_recovery_s if rto is not None else None
+        if rto is None or not rto.producers or not any(p.faults for p in rto.producers):
+            out.append(Judged("RTO", f"<= {e.rto_max_s:g}s", None, INCONCLUSIVE))
+        else:
+            out.append(Judged("RTO", f"<= {e.rto_max_s:g}s", "never" if worst is None else round(worst, 3),
+                              PASS if worst is not None and worst <= e.rto_max_s else FAIL))
+    for name, bound, fits in (("outage_max_s", e.outage_max_s, lambda v, b: v <= b),
+                              ("outage_min_s", e.outage_min_s, lambda v, b: v >= b)):
+        if bound is None:
+            continue
+        value = rto.max_outage_s if rto is not None else None
+        status = INCONCLUSIVE if value is None else (PASS if fits(value, bound) else FAIL)
+        sign = "<=" if name == "outage_max_s" else ">="
+        which = "max" if sign == "<=" else "min"
+        seen = None if value is None else round(value, 3)
+        out.append(Judged(f"longest window without ack ({which})", f"{sign} {bound:g}s", seen, status))
+    for w in waits:
+        out.append(Judged(f"wait {w['condition']}", "holds within its timeout",
+                          f"after {w['seconds']:.1f}s: {w['seen']}", PASS if w["held"] else FAIL))
+    return out
