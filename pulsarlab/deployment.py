@@ -3,8 +3,9 @@ may know of one, whatever runtime runs its nodes.
 
 A deployment is a topology brought up under a state directory. It exposes endpoints (per cluster
 the service and admin URLs; per node its role, cluster, region, address and HTTP URL) and node
-control (running?, stop, start, kill, pause, resume, its log). ``pulsarlab.runtime`` provides
-the implementations (local processes, docker compose) and opens the one a state directory records.
+control (running?, stop, start, kill, pause, resume, wipe one node's data, its log).
+``pulsarlab.runtime`` provides the implementations (local processes, docker compose) and opens the
+one a state directory records.
 """
 
 from __future__ import annotations
@@ -85,6 +86,14 @@ class Deployment(Protocol):
     def stop_node(self, name: str, kill: bool = False) -> None: ...
 
     def start_node(self, name: str) -> None: ...
+
+    def start_group(self, names: list[str]) -> None:
+        """Start the named nodes that are down, tier by tier (ZooKeeper, bookies, brokers), each tier at once."""
+        ...
+
+    def wipe_node_data(self, name: str) -> None:
+        """Remove one stopped node's data, as if its disk were lost (refused while it runs)."""
+        ...
 
     def pause_node(self, name: str) -> None: ...
 

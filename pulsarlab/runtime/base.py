@@ -347,18 +347,39 @@ class NodeRuntime(abc.ABC):
         self.forget([node.name])
 
     def start_node(self, name: str) -> None:
-        node = self.topo.node(name)
-        if self.alive(name):
-            self.say(f"{name} is already running")
+        self.start_group([name])
+
+    def start_group(self, names: list[str]) -> None:
+        """Start the named nodes that are not running, tier by tier, each tier at once; on failure
+        the ones this call started are stopped again."""
+        nodes = [self.topo.node(n) for n in names]
+        for n in nodes:
+            if self.alive(n.name):
+                self.say(f"{n.name} is already running")
+        todo = [n for n in nodes if not self.alive(n.name)]
+        if not todo:
             return
-        self.check_ports([node])
+        self.check_ports(todo)
         try:
-            self.start_nodes([node])
+            self.start_nodes(todo)
         except BaseException:
-            if self.alive(name):
-                self.stop_process(name, kill=True)
-            self.forget([name])
+            for n in todo:
+                if self.alive(n.name):
+                    self.stop_process(n.name, kill=True)
+            self.forget([n.name for n in todo])
             raise
+
+    def wipe_node_data(self, name: str) -> None:
+        """Remove one stopped node's data (its disk lost); refused while it runs."""
+        node = self.topo.node(name)
+        if self.alive(node.name):
+            raise StateError(f"node {name} is running: stop it before removing its data")
+        self.wipe_node(node)
+        self.say(f"{name}: data removed")
+
+    @abc.abstractmethod
+    def wipe_node(self, node: Node) -> None:
+        """Remove the data of one stopped node."""
 
     def pause_node(self, name: str) -> None:
         self._running(name)
@@ -384,6 +405,10 @@ class NodeRuntime(abc.ABC):
                     f.result()
             stopped += names
         self.forget([n.name for n in self.topo.nodes])
+        from pulsarlab.chaos.netfilter import remove_if_any  # no cluster is left half-cut
+
+        if cut := remove_if_any(self.state_dir):
+            self.say(f"removed {cut} packet filter rule(s) of this deployment")
         left = [n.name for n in self.topo.nodes if self.alive(n.name)]
         if left:
             raise StateError(f"nodes still running after down: {', '.join(left)}")
