@@ -171,14 +171,22 @@ class NodeRuntime(abc.ABC):
         for node, addr, port in self.topo.endpoints():
             if node.name not in wanted:
                 continue
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                try:
-                    s.bind((addr, port))
-                except OSError as exc:
-                    if exc.errno == errno.EADDRINUSE:
-                        raise PortInUseError(node.name, addr, port) from None
-                    raise StateError(f"cannot bind {addr}:{port} for node {node.name}: {exc}") from None
+            exc = _bind_error(addr, port)
+            if exc is not None and exc.errno == errno.EADDRINUSE:
+                raise PortInUseError(node.name, addr, port)
+            if exc is not None:
+                raise StateError(f"cannot bind {addr}:{port} for node {node.name}: {exc}")
+
+    def wait_ports_released(self, node: Node) -> None:
+        """After a kill: the JVM's main thread can be reaped while its other threads still hold its
+        sockets for a moment; a node is stopped once its ports can be bound again."""
+        mine = [(addr, port) for n, addr, port in self.topo.endpoints() if n.name == node.name]
+
+        def released() -> tuple[bool, str]:
+            held = [f"{a}:{p}" for a, p in mine if (e := _bind_error(a, p)) is not None and e.errno == errno.EADDRINUSE]
+            return not held, f"still bound: {', '.join(held)}"
+
+        wait_for(node.name, released, what="its ports to be released", timeout=timeout("stop"), interval=0.2)
 
     def registration_id(self, node: Node) -> str | None:
         """The name a bookie or broker registers under in the metadata store."""
@@ -342,6 +350,7 @@ class NodeRuntime(abc.ABC):
         else:
             pid = self.process_info(name)[0]
             self.stop_process(name, kill)
+            self.wait_ports_released(node)
             how = "killed (SIGKILL" if kill else "stopped ("
             self.say(f"{name} {how}{', ' if kill else ''}{f'pid {pid}' if pid else self.runtime})")
         self.forget([node.name])
@@ -430,3 +439,14 @@ class NodeRuntime(abc.ABC):
 
         with ThreadPoolExecutor(max_workers=8) as pool:
             return list(pool.map(one, self.topo.nodes))
+
+
+def _bind_error(addr: str, port: int) -> OSError | None:
+    """Why ``addr:port`` cannot be bound now (None if it can)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((addr, port))
+        except OSError as exc:
+            return exc
+    return None
