@@ -19,6 +19,7 @@ import requests
 from pulsarlab import ops
 from pulsarlab.admin.client import AdminClient, encode_topic
 from pulsarlab.chaos import netfilter, recovery, targets
+from pulsarlab.errors import StateError
 from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.runtime.roundtrip import client
 from pulsarlab.topology import Role, load
@@ -166,12 +167,26 @@ def test_auto_recovery_re_replicates_a_lost_bookies_ledgers_within_the_region(sy
     ops.chaos_action(sync.state_dir, "kill", [lost])
     # a closed ledger is re-replicated at once; an open one only after a 30 s grace period
     AdminClient(sync.admin_url("mycluster")).unload_topic(topic)
-    report = recovery.wait_replicated(sync, topic, timeout=90)
+    try:
+        report = recovery.wait_replicated(sync, topic, timeout=90)
+    except StateError as exc:
+        pytest.fail(f"{exc}\n{recovery_log_lines(sync)}")
     lost_id, other_id = f"{addr(sync, lost)}:3181", f"{addr(sync, other)}:3181"
     ensembles = [bs for led in report.topics[0].ledgers for bs in led.ensembles.values()]
     assert ensembles and all(lost_id not in bs for bs in ensembles), ensembles
     assert any(other_id in bs for bs in ensembles), f"the copies did not move to {other}: {ensembles}"
     assert all(led.regions == ["eu", "us"] for led in report.topics[0].ledgers)
+
+
+def recovery_log_lines(cluster: LocalCluster, last: int = 12) -> str:
+    """What the bookies' auditor and replication workers logged, for a failure message."""
+    words = ("auditor", "replicationworker", "underreplicat", "notenoughbookies", "rereplicat", "fragment")
+    out = []
+    for b in cluster.topo.nodes_of(Role.BOOKIE):
+        lines = [ln for ln in cluster.log_file(b.name).read_text(errors="replace").splitlines()
+                 if any(w in ln.lower() for w in words)]
+        out.append(f"--- {b.name} ---\n" + "\n".join(ln[:300] for ln in lines[-last:]))
+    return "\n".join(out)
 
 
 def test_disk_loss_brings_a_bookie_back_empty_under_the_same_id(sync: LocalCluster) -> None:
