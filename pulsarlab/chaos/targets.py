@@ -62,13 +62,17 @@ def check_topic_syntax(topic: str) -> None:
 
 
 def topic_cluster(topo: Topology, topic: str) -> str:
-    """The cluster serving a topic of one of the topology's namespaces (its first cluster)."""
+    """The cluster serving a topic: the first cluster of its namespace in the topology; for a
+    namespace the topology does not name (``public/default``), the only cluster, if there is one."""
     ns_name = "/".join(topic.split("://", 1)[1].split("/")[:2])
     for ns in topo.namespaces:
         if ns.name == ns_name:
             return namespace_clusters(topo, ns)[0]
+    if len(topo.clusters) == 1:
+        return topo.clusters[0].name
     known = ", ".join(ns.name for ns in topo.namespaces) or "none"
-    raise ValueError(f"topic {topic} is not in a namespace of topology {topo.name!r} (namespaces: {known})")
+    raise ValueError(f"topic {topic} is not in a namespace of topology {topo.name!r}, whose clusters are several: "
+                     f"which serves it is unknown (namespaces: {known})")
 
 
 def check(topo: Topology, target: Target, role: Role | None = None) -> None:

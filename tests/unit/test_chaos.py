@@ -61,8 +61,12 @@ def test_targets_are_checked_against_the_topology(sync) -> None:
         targets.check_all(topo, ["bk9"])
     with pytest.raises(ValueError, match="no region 'asia'.*regions: eu, us"):
         targets.check_all(topo, ["region:asia"])
-    with pytest.raises(ValueError, match="not in a namespace of topology 'sync'.*mytenant/eu, mytenant/us"):
-        targets.check_all(topo, ["owner:persistent://other/ns/t"])
+    # sync has one cluster: a topic of a namespace it does not name is served there
+    assert targets.topic_cluster(topo, "persistent://public/default/t") == "mycluster"
+    geo = load("geo")
+    with pytest.raises(ValueError, match="not in a namespace of topology 'geo'.*several.*world/global"):
+        targets.check_all(geo, ["owner:persistent://other/ns/t"])
+    assert targets.topic_cluster(geo, "persistent://world/global/t") == "cluster-eu"
     with pytest.raises(ValueError, match="pulsar1-eu is a broker, not a bookie"):
         targets.check_all(topo, ["pulsar1-eu"], Role.BOOKIE)
     with pytest.raises(ValueError, match="names a broker, not a bookie"):
