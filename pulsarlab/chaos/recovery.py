@@ -6,7 +6,7 @@ policy (region-aware in ``sync``: the copy goes to the lost bookie's region). A 
 for writes is fenced and copied only after ``openLedgerRereplicationGracePeriod`` (30 s).
 
 :func:`wait_replicated` waits, with a timeout, until no ledger of a topic keeps a copy on a bookie
-that is not registered and every entry has copies in every region placement requires.
+that is down or not registered and every entry has copies in every region placement requires.
 """
 
 from __future__ import annotations
@@ -18,18 +18,28 @@ from pulsarlab.chaos import targets
 from pulsarlab.chaos.schedule import register
 from pulsarlab.deployment import Deployment
 from pulsarlab.errors import StateError
+from pulsarlab.topology import Role
 
 DEFAULT_TIMEOUT_S = 120.0
 
 
-def gaps(report: placement.PlacementReport) -> list[str]:
-    """What keeps the report's ledgers from being fully replicated (empty when they are)."""
+def down_bookies(cluster: Deployment) -> set[str]:
+    """Ids (``address:port``) of the bookies the deployment knows are not running: a killed
+    bookie stays registered until its ZooKeeper session expires, so registration alone is late."""
+    return {f"{cluster.topo.address_of(b)}:{b.port('bookie')}" for b in cluster.topo.nodes_of(Role.BOOKIE)
+            if not cluster.alive(b.name)}
+
+
+def gaps(report: placement.PlacementReport, down: set[str] = frozenset()) -> list[str]:
+    """What keeps the report's ledgers from being fully replicated (empty when they are): a copy
+    on an unregistered bookie or on one of ``down``, or a region without a copy."""
     out = []
     for t in report.topics:
         for led in t.ledgers:
-            if led.under_replicated:
-                out.append(f"{t.topic} ledger {led.ledger_id}: a copy on an unregistered bookie "
-                           f"({', '.join(sorted({b for bs in led.ensembles.values() for b in bs}))})")
+            used = {b for bs in led.ensembles.values() for b in bs}
+            if led.under_replicated or used & down:
+                out.append(f"{t.topic} ledger {led.ledger_id}: a copy on a lost bookie "
+                           f"({', '.join(sorted(used & down) or sorted(used))})")
             if led.missing_regions:
                 out.append(f"{t.topic} ledger {led.ledger_id}: no copy in {', '.join(led.missing_regions)}")
     return out
@@ -42,7 +52,7 @@ def wait_replicated(cluster: Deployment, topic: str, timeout: float = DEFAULT_TI
     deadline = time.monotonic() + timeout
     while True:
         report = placement.inspect(cluster, topic)
-        left = gaps(report)
+        left = gaps(report, down_bookies(cluster))
         if not left:
             return report
         if time.monotonic() > deadline:

@@ -1,6 +1,9 @@
 """Faults on the real `sync` stretch cluster: partitions cut traffic and heal restores it, targets
 resolve to the nodes the admin API names, outages hit exactly their nodes and the cluster comes
-back, auto-recovery re-replicates after a bookie loss. Every test leaves all nodes up and no rule."""
+back, auto-recovery re-replicates after a bookie loss. Every test leaves all nodes up and no rule.
+
+Faults that start or stop nodes run on the fixture's own deployment object (it records the pids
+it starts); the network faults also go through the CLI in a process of their own."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import requests
 from pulsarlab import ops
 from pulsarlab.admin.client import AdminClient, encode_topic
 from pulsarlab.chaos import netfilter, recovery, targets
+from pulsarlab.chaos.schedule import Fault, run_fault
 from pulsarlab.errors import StateError
 from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.runtime.roundtrip import client
@@ -153,7 +157,7 @@ def test_owner_and_ensemble_targets_name_what_the_admin_api_says(sync: LocalClus
 
 
 def test_region_loss_kills_exactly_that_regions_nodes(sync: LocalCluster) -> None:
-    done = ops.chaos_action(sync.state_dir, "region-loss", ["us"])
+    done = run_fault(sync, Fault(0, "region-loss", ("us",)))
     assert done == "region us lost: killed bk1-us, bk2-us, pulsar1-us, pulsar2-us at once"
     down = {n.name for n in sync.topo.nodes if not sync.alive(n.name)}
     assert down == {"bk1-us", "bk2-us", "pulsar1-us", "pulsar2-us"}
@@ -164,7 +168,7 @@ def test_auto_recovery_re_replicates_a_lost_bookies_ledgers_within_the_region(sy
     produce(sync, topic, 50)
     lost = next(b for b in targets.ensemble(sync, topic) if sync.topo.node(b).region == "eu")
     other = next(b.name for b in sync.topo.nodes_of(Role.BOOKIE) if b.region == "eu" and b.name != lost)
-    ops.chaos_action(sync.state_dir, "kill", [lost])
+    run_fault(sync, Fault(0, "kill", (lost,)))
     # a closed ledger is re-replicated at once; an open one only after a 30 s grace period
     AdminClient(sync.admin_url("mycluster")).unload_topic(topic)
     try:
@@ -195,7 +199,7 @@ def test_disk_loss_brings_a_bookie_back_empty_under_the_same_id(sync: LocalClust
     marker.write_text("here before the disk was lost")
     cookie = data / "journal" / "current" / "VERSION"
     written_before = (cookie.stat().st_ino, cookie.stat().st_mtime_ns)
-    done = ops.chaos_action(sync.state_dir, "disk-loss", ["bk2-us"])
+    done = run_fault(sync, Fault(0, "disk-loss", ("bk2-us",)))
     assert done == "disk lost: bk2-us killed, data and cookie removed, started again empty"
     assert not marker.exists()
     assert (cookie.stat().st_ino, cookie.stat().st_mtime_ns) != written_before, "the bookie kept its old cookie file"
@@ -207,7 +211,7 @@ def test_disk_loss_brings_a_bookie_back_empty_under_the_same_id(sync: LocalClust
 def test_power_loss_brings_every_node_back_with_acknowledged_messages_readable(sync: LocalCluster) -> None:
     topic = f"persistent://mytenant/eu/power-{uuid.uuid4().hex[:6]}"
     sent = produce(sync, topic, 200)
-    done = ops.chaos_action(sync.state_dir, "power-loss", [])
+    done = run_fault(sync, Fault(0, "power-loss"))
     assert done.startswith("power loss: killed all 9 nodes at once, started 9 again") and "journal fsync on" in done
     assert all(sync.alive(n.name) for n in sync.topo.nodes)
     got = read_all(sync, topic)

@@ -168,3 +168,15 @@ def test_chaos_cli_names_bad_arguments(tmp_path: Path) -> None:
         assert says in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     usage = runner.invoke(app, ["chaos", "partition", "eu", "--state-dir", str(tmp_path)])
     assert usage.exit_code == 2
+
+
+def test_a_copy_on_a_bookie_known_down_is_a_gap_even_while_still_registered() -> None:
+    from pulsarlab.admin.placement import LedgerPlacement, PlacementReport, TopicPlacement
+    from pulsarlab.chaos.recovery import gaps
+
+    led = LedgerPlacement(7, 10, {0: ["127.0.1.2:3181", "127.0.2.1:3181"]}, ["eu", "us"], [], False, False)
+    report = PlacementReport([TopicPlacement(TOPIC, "mycluster", "b", "eu", "eu", [led])], {})
+    assert gaps(report) == []
+    assert gaps(report, {"127.0.1.2:3181"}) == [f"{TOPIC} ledger 7: a copy on a lost bookie (127.0.1.2:3181)"]
+    led.missing_regions = ["eu"]
+    assert gaps(report) == [f"{TOPIC} ledger 7: no copy in eu"]
