@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 
 from pulsarlab.admin import placement
+from pulsarlab.admin.client import AdminError
 from pulsarlab.chaos import targets
 from pulsarlab.chaos.schedule import register
 from pulsarlab.deployment import Deployment
@@ -51,10 +52,14 @@ def wait_replicated(cluster: Deployment, topic: str, timeout: float = DEFAULT_TI
     what is still missing when ``timeout`` passes."""
     deadline = time.monotonic() + timeout
     while True:
-        report = placement.inspect(cluster, topic)
-        left = gaps(report, down_bookies(cluster))
-        if not left:
-            return report
+        try:
+            report = placement.inspect(cluster, topic)
+        except AdminError as exc:  # the topic is being loaded again (after an unload, a broker loss)
+            left = [f"placement not readable: {exc}"]
+        else:
+            left = gaps(report, down_bookies(cluster))
+            if not left:
+                return report
         if time.monotonic() > deadline:
             raise StateError(f"auto-recovery did not re-replicate {topic} within {timeout:.0f}s: " + "; ".join(left[:5]))
         time.sleep(interval)
