@@ -171,8 +171,10 @@ def test_auto_recovery_re_replicates_a_lost_bookies_ledgers_within_the_region(sy
     run_fault(sync, Fault(0, "kill", (lost,)))
     # a closed ledger is re-replicated at once; an open one only after a 30 s grace period
     AdminClient(sync.admin_url("mycluster")).unload_topic(topic)
+    t0 = time.monotonic()
     try:
         report = recovery.wait_replicated(sync, topic, timeout=90)
+        print(f"re-replicated {len(report.topics[0].ledgers)} ledger(s) in {time.monotonic() - t0:.1f}s after the kill")
     except StateError as exc:
         pytest.fail(f"{exc}\n{recovery_log_lines(sync)}")
     lost_id, other_id = f"{addr(sync, lost)}:3181", f"{addr(sync, other)}:3181"
@@ -212,6 +214,7 @@ def test_power_loss_brings_every_node_back_with_acknowledged_messages_readable(s
     topic = f"persistent://mytenant/eu/power-{uuid.uuid4().hex[:6]}"
     sent = produce(sync, topic, 200)
     done = run_fault(sync, Fault(0, "power-loss"))
+    print(done)
     assert done.startswith("power loss: killed all 9 nodes at once, started 9 again") and "journal fsync on" in done
     assert all(sync.alive(n.name) for n in sync.topo.nodes)
     got = read_all(sync, topic)
