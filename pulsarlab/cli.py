@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from pulsarlab import cli_report, cli_scenario, cli_tools, ops
+from pulsarlab import cli_chaos, cli_report, cli_scenario, cli_tools, ops
 from pulsarlab.cli_common import EXIT_CODES, JsonOpt, StateDirOpt, TopologyOpt, err, out, reported
 from pulsarlab.errors import UsageError
 from pulsarlab.topology import builtin_descriptions
@@ -21,6 +21,7 @@ app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                   help=f"Real Apache Pulsar clusters as code.\n\n{EXIT_CODES}")
 node_app = typer.Typer(no_args_is_help=True, help="Operate one node of the running cluster.")
 app.add_typer(node_app, name="node")
+app.add_typer(cli_chaos.app, name="chaos")
 
 
 
@@ -358,7 +359,8 @@ def image_build(
 
 
 def _node_cmd(action: str):
-    def cmd(name: Annotated[str, typer.Argument(help="node name, e.g. bk1")], state_dir: StateDirOpt = None) -> None:
+    def cmd(name: Annotated[str, typer.Argument(help="node name (bk1), owner:TOPIC, ensemble:TOPIC or region:R")],
+            state_dir: StateDirOpt = None) -> None:
         ops.node_action(state_dir, name, action, say=_say)
 
     cmd.__doc__ = {

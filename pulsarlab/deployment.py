@@ -3,13 +3,14 @@ may know of one, whatever runtime runs its nodes.
 
 A deployment is a topology brought up under a state directory. It exposes endpoints (per cluster
 the service and admin URLs; per node its role, cluster, region, address and HTTP URL) and node
-control (running?, stop, start, kill, pause, resume, its log). ``pulsarlab.runtime`` provides
-the implementations (local processes, docker compose) and opens the one a state directory records.
+control (running?, stop, start, kill, pause, resume, wipe one node's data, its log).
+``pulsarlab.runtime`` provides the implementations (local processes, docker compose) and opens the
+one a state directory records.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -86,9 +87,12 @@ class Deployment(Protocol):
 
     def start_node(self, name: str) -> None: ...
 
-    def start_named(self, names: Sequence[str]) -> None:
-        """Start several nodes as a data center coming back does: tier by tier (ZooKeeper, bookies,
-        brokers), the nodes of a tier together, each waited ready; running ones are left alone."""
+    def start_group(self, names: list[str]) -> None:
+        """Start the named nodes that are down, tier by tier (ZooKeeper, bookies, brokers), each tier at once."""
+        ...
+
+    def wipe_node_data(self, name: str) -> None:
+        """Remove one stopped node's data, as if its disk were lost (refused while it runs)."""
         ...
 
     def pause_node(self, name: str) -> None: ...

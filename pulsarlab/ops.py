@@ -14,6 +14,7 @@ from pulsarlab import render as rendering
 from pulsarlab.admin import metrics, placement, reconcile, replication
 from pulsarlab.admin.client import AdminClient
 from pulsarlab.admin.reconcile import Report
+from pulsarlab.chaos.schedule import Fault, check, run_fault
 from pulsarlab.deployment import Deployment, Say, UpResult
 from pulsarlab.errors import StateError, UsageError
 from pulsarlab.runtime import RUNTIMES, new_deployment, open_deployment, runtime_class
@@ -176,24 +177,23 @@ def env(state_dir: Path | None, cluster_name: str | None = None) -> urls.Cluster
     return urls.cluster_env(open_cluster(state_dir), cluster_name)
 
 
-def node_action(state_dir: Path | None, name: str, action: str, say: Say = _quiet) -> None:
-    cluster = open_cluster(state_dir, say)
-    try:
-        cluster.topo.node(name)
-    except KeyError:
-        raise StateError(
-            f"no node {name!r} in cluster {cluster.topo.name!r} (nodes: {', '.join(n.name for n in cluster.topo.nodes)})"
-        ) from None
-    if action in ("stop", "kill"):
-        cluster.stop_node(name, kill=action == "kill")
-    elif action == "start":
-        cluster.start_node(name)
-    elif action == "pause":
-        cluster.pause_node(name)
-    elif action == "resume":
-        cluster.resume_node(name)
-    else:
+def node_action(state_dir: Path | None, name: str, action: str, say: Say = _quiet) -> str:
+    """``pulsarlab node ACTION TARGET``: a node name or a target resolved now (``owner:TOPIC``...)."""
+    if action not in ("stop", "kill", "start", "pause", "resume"):
         raise StateError(f"unknown node action {action!r}")
+    return chaos_action(state_dir, action, [name], say)
+
+
+def chaos_action(state_dir: Path | None, action: str, args: list[str], say: Say = _quiet) -> str:
+    """Run one fault action now on the cluster; returns what it did. Bad arguments (an unknown
+    node, region or topic) are one :class:`StateError` naming the problem, before anything runs."""
+    cluster = open_cluster(state_dir, say)
+    fault = Fault(0, action, tuple(args))
+    try:
+        check(cluster, fault)
+    except ValueError as exc:
+        raise StateError(str(exc).removeprefix(f"fault {fault}: ")) from None
+    return run_fault(cluster, fault)
 
 
 def workload_target(

@@ -69,7 +69,7 @@ def _each_node(op: Callable[[Deployment, str], None], past: str) -> FaultAction:
 
 
 def _start_nodes(cluster: Deployment, args: tuple[str, ...]) -> str:
-    cluster.start_named(args)
+    cluster.start_group(list(args))
     return f"started {', '.join(args)}"
 
 

@@ -15,7 +15,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -171,14 +171,22 @@ class NodeRuntime(abc.ABC):
         for node, addr, port in self.topo.endpoints():
             if node.name not in wanted:
                 continue
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                try:
-                    s.bind((addr, port))
-                except OSError as exc:
-                    if exc.errno == errno.EADDRINUSE:
-                        raise PortInUseError(node.name, addr, port) from None
-                    raise StateError(f"cannot bind {addr}:{port} for node {node.name}: {exc}") from None
+            exc = _bind_error(addr, port)
+            if exc is not None and exc.errno == errno.EADDRINUSE:
+                raise PortInUseError(node.name, addr, port)
+            if exc is not None:
+                raise StateError(f"cannot bind {addr}:{port} for node {node.name}: {exc}")
+
+    def wait_ports_released(self, node: Node) -> None:
+        """After a kill: the JVM's main thread can be reaped while its other threads still hold its
+        sockets for a moment; a node is stopped once its ports can be bound again."""
+        mine = [(addr, port) for n, addr, port in self.topo.endpoints() if n.name == node.name]
+
+        def released() -> tuple[bool, str]:
+            held = [f"{a}:{p}" for a, p in mine if (e := _bind_error(a, p)) is not None and e.errno == errno.EADDRINUSE]
+            return not held, f"still bound: {', '.join(held)}"
+
+        wait_for(node.name, released, what="its ports to be released", timeout=timeout("stop"), interval=0.2)
 
     def registration_id(self, node: Node) -> str | None:
         """The name a bookie or broker registers under in the metadata store."""
@@ -342,29 +350,45 @@ class NodeRuntime(abc.ABC):
         else:
             pid = self.process_info(name)[0]
             self.stop_process(name, kill)
+            self.wait_ports_released(node)
             how = "killed (SIGKILL" if kill else "stopped ("
             self.say(f"{name} {how}{', ' if kill else ''}{f'pid {pid}' if pid else self.runtime})")
         self.forget([node.name])
 
     def start_node(self, name: str) -> None:
-        self.start_named([name])
+        self.start_group([name])
 
-    def start_named(self, names: Sequence[str]) -> None:
+    def start_group(self, names: list[str]) -> None:
+        """Start the named nodes that are not running, tier by tier, each tier at once; on failure
+        the ones this call started are stopped again."""
         nodes = [self.topo.node(n) for n in names]
-        for n in [n for n in nodes if self.alive(n.name)]:
-            self.say(f"{n.name} is already running")
-        nodes = [n for n in nodes if not self.alive(n.name)]
-        if not nodes:
+        for n in nodes:
+            if self.alive(n.name):
+                self.say(f"{n.name} is already running")
+        todo = [n for n in nodes if not self.alive(n.name)]
+        if not todo:
             return
-        self.check_ports(nodes)
+        self.check_ports(todo)
         try:
-            self.start_nodes(nodes)
+            self.start_nodes(todo)
         except BaseException:
-            for n in nodes:  # none of them left half-started
+            for n in todo:
                 if self.alive(n.name):
                     self.stop_process(n.name, kill=True)
-            self.forget([n.name for n in nodes])
+            self.forget([n.name for n in todo])
             raise
+
+    def wipe_node_data(self, name: str) -> None:
+        """Remove one stopped node's data (its disk lost); refused while it runs."""
+        node = self.topo.node(name)
+        if self.alive(node.name):
+            raise StateError(f"node {name} is running: stop it before removing its data")
+        self.wipe_node(node)
+        self.say(f"{name}: data removed")
+
+    @abc.abstractmethod
+    def wipe_node(self, node: Node) -> None:
+        """Remove the data of one stopped node."""
 
     def pause_node(self, name: str) -> None:
         self._running(name)
@@ -390,6 +414,10 @@ class NodeRuntime(abc.ABC):
                     f.result()
             stopped += names
         self.forget([n.name for n in self.topo.nodes])
+        from pulsarlab.chaos.netfilter import remove_if_any  # no cluster is left half-cut
+
+        if cut := remove_if_any(self.state_dir):
+            self.say(f"removed {cut} packet filter rule(s) of this deployment")
         left = [n.name for n in self.topo.nodes if self.alive(n.name)]
         if left:
             raise StateError(f"nodes still running after down: {', '.join(left)}")
@@ -411,3 +439,14 @@ class NodeRuntime(abc.ABC):
 
         with ThreadPoolExecutor(max_workers=8) as pool:
             return list(pool.map(one, self.topo.nodes))
+
+
+def _bind_error(addr: str, port: int) -> OSError | None:
+    """Why ``addr:port`` cannot be bound now (None if it can)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((addr, port))
+        except OSError as exc:
+            return exc
+    return None

@@ -68,7 +68,10 @@ class LocalCluster(NodeRuntime):
 
     def wipe_data(self) -> None:
         for n in self.topo.nodes:
-            shutil.rmtree(self.dirs(n).data, ignore_errors=True)
+            self.wipe_node(n)
+
+    def wipe_node(self, node: Node) -> None:
+        shutil.rmtree(self.dirs(node).data, ignore_errors=True)
 
     # ----- starting ----------------------------------------------------------------------------
     def prepare(self, nodes: list[Node]) -> None:

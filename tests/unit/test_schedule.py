@@ -22,7 +22,7 @@ class Recorder:
     def stop_node(self, name: str, kill: bool = False) -> None:
         self.calls.append(("kill" if kill else "stop", (name,)))
 
-    def start_named(self, names) -> None:
+    def start_group(self, names) -> None:
         self.calls.append(("start", tuple(names)))
 
 

@@ -146,6 +146,14 @@ class DockerCluster(NodeRuntime):
         if self.compose_file.is_file():
             self.docker.compose.down(volumes=True, timeout=int(timeout("stop")), remove_orphans=True, quiet=True)
 
+    def wipe_node(self, node: Node) -> None:
+        """The node's stopped container, then its data volume (a volume in use cannot go)."""
+        if self._container(node.name) is not None:
+            self.docker.compose.rm([node.name], stop=True, volumes=False)
+        volumes = self.docker.volume.list(filters=[*self._ours(), ("label", f"com.docker.compose.volume=data-{node.name}")])
+        for v in volumes:
+            self.docker.volume.remove(v)
+
     def teardown(self, keep_data: bool) -> None:
         """Every container of the project (nodes are stopped by now); volumes stay when kept."""
         if self.compose_file.is_file():

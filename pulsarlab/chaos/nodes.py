@@ -1,0 +1,69 @@
+"""Node actions on targets: ``kill|stop|start|pause|resume`` take node names or targets
+(``owner:TOPIC``, ``ensemble:TOPIC``, ``region:R``; see :mod:`pulsarlab.chaos.targets`), resolved
+when the fault runs. Several nodes are hit at once, not one after the other."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from pulsarlab.chaos import targets
+from pulsarlab.chaos.schedule import register
+from pulsarlab.deployment import Deployment
+from pulsarlab.topology import Role
+
+
+def at_once(names: list[str], op: Callable[[str], None]) -> None:
+    """``op`` on every node in parallel; the first error is raised once all are done."""
+    if len(names) == 1:
+        op(names[0])
+        return
+    with ThreadPoolExecutor(max_workers=len(names)) as pool:
+        futures = [pool.submit(op, n) for n in names]
+    for f in futures:
+        f.result()
+
+
+def _stopper(kill: bool):
+    def run(cluster: Deployment, args: tuple[str, ...]) -> str:
+        names = targets.resolve_all(cluster, args)
+        at_once(names, lambda n: cluster.stop_node(n, kill=kill))
+        return f"{'killed' if kill else 'stopped'} {targets.describe(args, names)}"
+
+    return run
+
+
+def _pauser(paused: bool):
+    def run(cluster: Deployment, args: tuple[str, ...]) -> str:
+        names = targets.resolve_all(cluster, args)
+        at_once(names, cluster.pause_node if paused else cluster.resume_node)
+        return f"{'paused' if paused else 'resumed'} {targets.describe(args, names)}"
+
+    return run
+
+
+def start(cluster: Deployment, args: tuple[str, ...]) -> str:
+    """Start the nodes (tier by tier: ZooKeeper, bookies, brokers) and wait until they are ready."""
+    names = targets.resolve_all(cluster, args)
+    cluster.start_group(names)
+    return f"started {targets.describe(args, names)}"
+
+
+def any_targets(role: Role | None = None):
+    """A validator: every argument is a valid target (of ``role`` nodes, if given)."""
+
+    def validate(cluster: Deployment, args: tuple[str, ...]) -> None:
+        targets.check_all(cluster.topo, args, role)
+
+    return validate
+
+
+def no_args(_cluster: Deployment, args: tuple[str, ...]) -> None:
+    """A validator: the action takes no arguments."""
+    if args:
+        raise ValueError(f"takes no arguments (got {' '.join(args)})")
+
+
+for _name, _action in {"kill": _stopper(True), "stop": _stopper(False), "start": start,
+                       "pause": _pauser(True), "resume": _pauser(False)}.items():
+    register(_name, _action, any_targets())

@@ -1,0 +1,99 @@
+"""Outages of whole places and of disks: ``region-loss R``, ``power-loss``, ``disk-loss BOOKIE``.
+
+* ``region-loss R``: every node of region ``R`` killed (SIGKILL) at the same moment.
+* ``power-loss``: every node killed at the same moment, then all started again (ZooKeeper, then
+  bookies, then brokers) and awaited. What an acknowledged write survives depends on fsync: bookies
+  run with ``journalSyncData=true`` and ZooKeeper with ``forceSync=yes`` unless the topology says
+  ``fsync: false`` (then the record says so).
+* ``disk-loss BOOKIE``: the bookie killed, its data directory removed, its cookie removed from the
+  metadata store (a bookie with empty disks and a registered cookie refuses to start, as BookKeeper
+  guards against exactly this), then started again: an empty bookie under the same id.
+"""
+
+from __future__ import annotations
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
+
+from pulsarlab.chaos import targets
+from pulsarlab.chaos.nodes import any_targets, at_once, no_args
+from pulsarlab.chaos.schedule import register
+from pulsarlab.deployment import Deployment
+from pulsarlab.errors import StateError
+from pulsarlab.topology import Role
+
+ZK_TIMEOUT_S = 15.0
+
+
+def region_nodes(cluster: Deployment, region: str) -> list[str]:
+    return [n.name for n in cluster.topo.nodes if n.region == region]
+
+
+def _one_region(cluster: Deployment, args: tuple[str, ...]) -> None:
+    if len(args) != 1:
+        raise ValueError("needs exactly one region")
+    targets.check(cluster.topo, targets.Target("region", args[0]))
+
+
+def region_loss(cluster: Deployment, args: tuple[str, ...]) -> str:
+    """Kill every node of the region at once."""
+    names = region_nodes(cluster, args[0])
+    at_once(names, lambda n: cluster.stop_node(n, kill=True))
+    return f"region {args[0]} lost: killed {', '.join(names)} at once"
+
+
+def power_loss(cluster: Deployment, args: tuple[str, ...]) -> str:
+    """Kill every node at once, then start them all and wait until they are ready."""
+    names = [n.name for n in cluster.topo.nodes]
+    at_once(names, lambda n: cluster.stop_node(n, kill=True))
+    result = cluster.up()
+    sync = "journal fsync on" if cluster.topo.fsync else "fsync OFF (topology fsync: false): acknowledged writes may be lost"
+    return f"power loss: killed all {len(names)} nodes at once, started {len(result.started)} again " \
+           f"in {result.seconds:.1f}s ({sync})"
+
+
+def cookie_path(cluster: Deployment, bookie: str) -> str:
+    """Where a bookie's cookie lives in the metadata store (``<root>/ledgers/cookies/<bookie id>``)."""
+    topo = cluster.topo
+    node = topo.node(bookie)
+    root = topo.cluster(node.cluster).metadata_root if node.cluster else ""
+    return f"{root}/ledgers/cookies/{topo.address_of(node)}:{node.port('bookie')}"
+
+
+def delete_cookie(cluster: Deployment, bookie: str) -> bool:
+    """Remove a bookie's cookie from ZooKeeper; False if there was none."""
+    zk = KazooClient(hosts=cluster.topo.zookeeper_connect(), timeout=ZK_TIMEOUT_S)
+    try:
+        zk.start(timeout=ZK_TIMEOUT_S)
+    except Exception as exc:  # noqa: BLE001 - kazoo raises its own timeout type
+        raise StateError(f"cannot reach ZooKeeper at {cluster.topo.zookeeper_connect()} to remove the cookie "
+                         f"of {bookie}: {exc or type(exc).__name__}") from None
+    try:
+        zk.delete(cookie_path(cluster, bookie))
+        return True
+    except NoNodeError:
+        return False
+    except KazooException as exc:
+        raise StateError(f"removing the cookie of {bookie} at {cookie_path(cluster, bookie)}: {exc!r}") from None
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def disk_loss(cluster: Deployment, args: tuple[str, ...]) -> str:
+    """Kill the bookie, remove its data and its cookie, start it again empty."""
+    names = targets.resolve_all(cluster, args)
+    for name in names:
+        if cluster.topo.node(name).role != Role.BOOKIE:
+            raise StateError(f"disk-loss: {name} is not a bookie")
+    at_once(names, lambda n: cluster.stop_node(n, kill=True))
+    for name in names:
+        cluster.wipe_node_data(name)
+        delete_cookie(cluster, name)
+    cluster.start_group(names)
+    return f"disk lost: {targets.describe(args, names)} killed, data and cookie removed, started again empty"
+
+
+register("region-loss", region_loss, _one_region)
+register("power-loss", power_loss, no_args)
+register("disk-loss", disk_loss, any_targets(Role.BOOKIE))

@@ -1,0 +1,85 @@
+"""``pulsarlab chaos ...``: break the running cluster now (the faults themselves live in
+:mod:`pulsarlab.chaos`; see docs/chaos.md)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated
+
+import typer
+
+from pulsarlab import ops
+from pulsarlab.cli_common import JsonOpt, StateDirOpt, err, out, reported
+
+app = typer.Typer(no_args_is_help=True, help="Inject a fault into the running cluster now (see docs/chaos.md).")
+
+Target = Annotated[str, typer.Argument(help="a node name, owner:TOPIC, ensemble:TOPIC or region:R")]
+Region = Annotated[str, typer.Argument(help="a region of the topology, e.g. eu")]
+
+
+def _say(msg: str) -> None:
+    err.print(f"[dim]·[/] {msg}", highlight=False)
+
+
+def _run(action: str, args: list[str], state_dir, as_json: bool) -> None:
+    t0, wall = time.monotonic(), time.time_ns()
+    done = ops.chaos_action(state_dir, action, args, say=_say)
+    if as_json:
+        print(json.dumps({"action": action, "args": args, "done": done, "wall_ns": wall,
+                          "seconds": round(time.monotonic() - t0, 3)}, indent=2))
+    else:
+        out.print(done, highlight=False)
+
+
+@app.command("region-loss")
+@reported
+def region_loss(region: Region, state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
+    """Kill (SIGKILL) every node of a region at the same moment."""
+    _run("region-loss", [region], state_dir, as_json)
+
+
+@app.command()
+@reported
+def partition(region_a: Region, region_b: Region, state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
+    """Drop every packet between two regions' nodes, both ways (iptables; needs root). Undo with 'chaos heal'."""
+    _run("partition", [region_a, region_b], state_dir, as_json)
+
+
+@app.command()
+@reported
+def heal(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
+    """Remove every packet filter rule this deployment added (and no other); safe to re-run."""
+    _run("heal", [], state_dir, as_json)
+
+
+@app.command("isolate-zk")
+@reported
+def isolate_zk(target: Target, state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
+    """Drop a node's packets to and from every ZooKeeper node (iptables; needs root)."""
+    _run("isolate-zk", [target], state_dir, as_json)
+
+
+@app.command("power-loss")
+@reported
+def power_loss(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
+    """Kill every node at the same moment, then start them all and wait until they are ready."""
+    _run("power-loss", [], state_dir, as_json)
+
+
+@app.command("disk-loss")
+@reported
+def disk_loss(target: Target, state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
+    """Kill a bookie, remove its data and cookie, and start it again empty."""
+    _run("disk-loss", [target], state_dir, as_json)
+
+
+@app.command("await-replicated")
+@reported
+def await_replicated(
+    topic: Annotated[str, typer.Argument(help="persistent://tenant/namespace/topic")],
+    timeout: Annotated[float, typer.Option(help="seconds to wait")] = 120.0,
+    state_dir: StateDirOpt = None, as_json: JsonOpt = False,
+) -> None:
+    """Wait until auto-recovery has every ledger of the topic fully replicated across its regions."""
+    _run("await-replicated", [topic, str(timeout)], state_dir, as_json)
