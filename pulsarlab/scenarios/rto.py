@@ -32,6 +32,7 @@ class FaultRecovery:
     fault: str
     at_s: float
     recovery_s: float | None  # None: no send invoked after the fault was ever acknowledged
+    sent_after: bool = True  # False: the producer sent nothing after the fault, so there is no recovery to measure
 
 
 @dataclass
@@ -50,9 +51,16 @@ class Rto:
 
     @property
     def max_recovery_s(self) -> float | None:
-        """The longest recovery of any producer after any fault; None if one never recovered (or no fault)."""
-        values = [f.recovery_s for p in self.producers for f in p.faults]
+        """The longest recovery of any producer after any fault it sent after; None if one never
+        recovered (or there is nothing to measure: see :attr:`measured`)."""
+        values = [f.recovery_s for p in self.producers for f in p.faults if f.sent_after]
         return None if not values or any(v is None for v in values) else max(values)  # type: ignore[type-var]
+
+    @property
+    def measured(self) -> bool:
+        """Whether some producer sent after some fault (a fault that ends after the workload, such
+        as a node start, has no recovery to measure)."""
+        return any(f.sent_after for p in self.producers for f in p.faults)
 
     @property
     def max_outage_s(self) -> float | None:
@@ -99,7 +107,9 @@ def compute(sends: pa.Table, faults: list[tuple[str, float, int]]) -> Rto:
             after = np.array([invoke_at.get(s, t) >= done_ns for s, t in zip(ok_seq.tolist(), ok_ts.tolist(), strict=True)],
                              dtype=bool)
             later = ok_ts[after & (ok_ts >= done_ns)]
-            p.faults.append(FaultRecovery(desc, round(at_s, 3), float(later.min() - done_ns) / 1e9 if len(later) else None))
+            sent_after = bool((ts[invoked] >= done_ns).any())
+            p.faults.append(FaultRecovery(desc, round(at_s, 3), float(later.min() - done_ns) / 1e9 if len(later) else None,
+                                          sent_after))
         if invoked.any():
             start, end = int(ts[invoked].min()), int(ts.max())
             points = np.concatenate(([start], ok_ts[(ok_ts > start) & (ok_ts < end)], [end]))

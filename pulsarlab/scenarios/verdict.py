@@ -86,7 +86,7 @@ class ScenarioVerdict:
         t.add_section()
         t.add_row("RPO (acked messages lost)", "", _cell(self.rpo), "")
         for p in (self.rto or {}).get("producers", []):
-            rec = ", ".join(f"{f['fault']} @{f['at_s']:.1f}s → {_secs(f['recovery_s'])}" for f in p["faults"]) or "no fault"
+            rec = ", ".join(f"{f['fault']} @{f['at_s']:.1f}s → {_recovery(f)}" for f in p["faults"]) or "no fault"
             longest = _secs(p["longest_without_ack_s"])
             t.add_row(f"RTO {p['producer'].rsplit('-', 1)[-1]}", "", f"{rec}; longest without ack {longest}", "")
         t.add_section()
@@ -100,6 +100,10 @@ class ScenarioVerdict:
         if self.reasons:
             t.caption = "inconclusive evidence:\n" + "\n".join(f"- {r}" for r in self.reasons)
         return t
+
+
+def _recovery(f: dict) -> str:
+    return _secs(f["recovery_s"]) if f.get("sent_after", True) else "no send after it"
 
 
 def _secs(v: float | None) -> str:
@@ -136,7 +140,7 @@ def judge(sc: Scenario, verdict: Verdict | None, rto: Rto | None, waits: list[di
         out.append(Judged("RPO", f"<= {e.rpo}", lost, status))
     if e.rto_max_s is not None:
         worst = rto.max_recovery_s if rto is not None else None
-        if rto is None or not rto.producers or not any(p.faults for p in rto.producers):
+        if rto is None or not rto.measured:  # no fault with a send after it: nothing to judge
             out.append(Judged("RTO", f"<= {e.rto_max_s:g}s", None, INCONCLUSIVE))
         else:
             out.append(Judged("RTO", f"<= {e.rto_max_s:g}s", "never" if worst is None else round(worst, 3),

@@ -200,6 +200,17 @@ def test_rto_is_fault_to_first_ack_of_a_later_send_and_the_longest_window_withou
     assert rto.to_json()["producers"][0]["faults"][0]["recovery_s"] == pytest.approx(3.8)
 
 
+def test_a_fault_after_the_last_send_has_no_recovery_to_measure(tmp_path: Path) -> None:
+    # sends until 5 s; a node kill at 2 s, its start done at 9 s: only the kill is measured
+    write_table(tmp_path, "producer-p0", sends("p0", [i * 0.5 for i in range(11)], {}))
+    rto = rto_of_run(tmp_path, [("kill bk1-eu", 2.0, T0 + 2 * S), ("start bk1-eu", 7.0, T0 + 9 * S)])
+    kill, start = rto.producers[0].faults
+    assert (kill.sent_after, start.sent_after, start.recovery_s) == (True, False, None)
+    assert rto.measured and rto.max_recovery_s == pytest.approx(kill.recovery_s)
+    nothing_after = rto_of_run(tmp_path, [("start bk1-eu", 7.0, T0 + 9 * S)])
+    assert not nothing_after.measured and nothing_after.max_recovery_s is None
+
+
 def test_rto_without_faults_still_has_the_longest_window(tmp_path: Path) -> None:
     write_table(tmp_path, "producer-p0", sends("p0", [0.0, 1.0, 2.0, 6.0], {}))
     rto = rto_of_run(tmp_path, [])
