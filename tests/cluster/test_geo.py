@@ -18,6 +18,7 @@ from pulsarlab.admin.client import AdminClient, encode_topic
 from pulsarlab.chaos.schedule import Fault, FaultSchedule
 from pulsarlab.cli import app
 from pulsarlab.runtime.local import LocalCluster
+from pulsarlab.verify import Expectations, verify
 from pulsarlab.workload.manifest import read_manifest
 from pulsarlab.workload.run import WorkloadConfig
 
@@ -137,10 +138,19 @@ def test_cluster_eu_lost_and_back_gets_what_was_produced_on_us_meanwhile(geo: Lo
         log = schedule.join()
         assert not log.errors and len(log.done) == 2, (log.errors, log.done)
         assert result.failed == [], [(d.name, d.reason) for d in result.failed]
-        verdict = ops.verify_history([tmp_path / "run"])
+        # Measured (CI): when cluster-eu stops, what the us replicator had sent but not yet seen
+        # acknowledged is sent again once eu is back, and eu stores it twice (13 of ~11,000 in one
+        # run); acknowledgements its consumer made just before the stop are forgotten likewise.
+        # Both reported, allowed on cluster-eu only: nothing may be missing anywhere.
+        expect = Expectations.from_mapping({"allow": ["duplicated_delivery", "duplicated_in_storage"]})
+        verdict = verify(tmp_path / "run", expect=expect)
         counts = verdict.counts()
         assert verdict.status == "pass", (verdict.reasons, counts, [r.done for r in log.done])
-        assert counts["lost"] == counts["not_replicated"] == counts["never_delivered"] == 0
+        assert counts["lost"] == counts["not_replicated"] == counts["never_delivered"] == counts["unexpected"] == 0
+        twice = verdict.check("duplicated_in_storage")
+        assert {e["cluster"] for e in twice.examples} <= {EU}, twice.examples  # the first 20, each with its cluster
+        print(f"cluster-eu lost and back: {twice.count} stored twice on {EU}, "
+              f"{counts['duplicated_delivery']} delivered twice")
         messages = verdict.metrics["messages"]
         # producing on cluster-us never stopped: about the whole run's worth was acknowledged
         assert messages["acknowledged"] > 0.8 * cfg.rate * cfg.duration and messages["delivered"] == messages["acknowledged"]
