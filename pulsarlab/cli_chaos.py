@@ -11,6 +11,7 @@ import typer
 
 from pulsarlab import ops
 from pulsarlab.cli_common import JsonOpt, StateDirOpt, err, out, reported
+from pulsarlab.cli_progress import reporter
 
 app = typer.Typer(no_args_is_help=True, help="Inject a fault into the running cluster now (see docs/chaos.md).")
 
@@ -18,13 +19,10 @@ Target = Annotated[str, typer.Argument(help="a node name, owner:TOPIC, ensemble:
 Region = Annotated[str, typer.Argument(help="a region of the topology, e.g. eu")]
 
 
-def _say(msg: str) -> None:
-    err.print(f"[dim]·[/] {msg}", highlight=False)
-
-
 def _run(action: str, args: list[str], state_dir, as_json: bool) -> None:
     t0, wall = time.monotonic(), time.time_ns()
-    done = ops.chaos_action(state_dir, action, args, say=_say)
+    with reporter(err, quiet=as_json) as progress:  # on a terminal only, never mixed with JSON
+        done = ops.chaos_action(state_dir, action, args, say=progress)
     if as_json:
         print(json.dumps({"action": action, "args": args, "done": done, "wall_ns": wall,
                           "seconds": round(time.monotonic() - t0, 3)}, indent=2))

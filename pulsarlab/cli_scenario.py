@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from pulsarlab.cli_common import JsonOpt, err, out, reported
+from pulsarlab.cli_progress import reporter
 from pulsarlab.errors import PulsarlabError, UsageError
 from pulsarlab.scenarios import model
 from pulsarlab.scenarios.runner import fresh_run_dir, run_scenario
@@ -22,10 +23,6 @@ scenario_app = typer.Typer(no_args_is_help=True, help="Fault scenarios on fresh 
 
 def register(app: typer.Typer) -> None:
     app.add_typer(scenario_app, name="scenario")
-
-
-def _say(msg: str) -> None:
-    err.print(f"[dim]·[/] {msg}", highlight=False)
 
 
 @scenario_app.command("list")
@@ -105,11 +102,11 @@ def run_cmd(
     refs = refs or model.builtin_names()
     out_dir = out_dir or Path(tempfile.mkdtemp(prefix="pulsarlab-scenarios-"))
     plan = _runs(refs, repeat, out_dir)
-    say = (lambda _m: None) if as_json else _say
     verdicts = []
     for sc, run_dir in plan:
         try:
-            verdict = run_scenario(sc, run_dir, runtime, say=say)
+            with reporter(err, quiet=as_json) as progress:  # closed before the verdict's table is printed
+                verdict = run_scenario(sc, run_dir, runtime, say=progress)
         except PulsarlabError as exc:
             if len(plan) == 1:
                 raise

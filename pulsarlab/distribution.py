@@ -7,6 +7,7 @@ then marked usable. A tarball or an unpacked tree the user already has is accept
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -15,11 +16,13 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from pulsarlab.errors import DistributionError
+from pulsarlab.progress import NO_PROGRESS, Reporter, human_bytes
 
 # The newest 4.0 LTS patch release that Maven Central serves to this project's machines.
 DEFAULT_VERSION = os.environ.get("PULSARLAB_PULSAR_VERSION", "4.0.8")
@@ -115,7 +118,48 @@ def file_lock(path: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _maven_download(version: str) -> Path:
+def maven_repo() -> Path:
+    return Path(os.environ.get("PULSARLAB_MAVEN_REPO", Path.home() / ".m2" / "repository"))
+
+
+def downloaded_bytes(tarball: Path) -> int:
+    """Bytes of ``tarball`` on disk so far: Maven's resolver writes ``<name>.part`` beside it and
+    renames it at the end, so the file growing in the local repository is the download itself."""
+    total = 0
+    for p in tarball.parent.glob(f"{tarball.name}*"):
+        if p.name == tarball.name or p.name.endswith(".part"):
+            with contextlib.suppress(OSError):  # renamed between the listing and the stat
+                total += p.stat().st_size
+    return total
+
+
+@contextmanager
+def watching_download(tarball: Path, progress: Reporter, interval: float = 0.5):
+    """While the block runs, report the bytes of ``tarball`` downloaded so far (no total: Maven
+    does not say it ahead, and nothing else is asked)."""
+    key = "fetch"
+    progress.begin(key, f"downloading {tarball.name} (mvn)", "0 B", unit="bytes")
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(interval):
+            n = downloaded_bytes(tarball)
+            progress.update(key, human_bytes(n), completed=n)
+
+    thread = threading.Thread(target=watch, name="download-watch", daemon=True)
+    thread.start()
+    try:
+        yield
+    except BaseException:
+        progress.end(key, "failed", ok=False)
+        raise
+    finally:
+        stop.set()
+        thread.join()
+    progress.end(key, f"{human_bytes(downloaded_bytes(tarball))} downloaded")
+
+
+def _maven_download(version: str, progress: Reporter = NO_PROGRESS) -> Path:
     mvn = shutil.which("mvn")
     if not mvn:
         raise DistributionError(
@@ -125,9 +169,9 @@ def _maven_download(version: str) -> Path:
     coords = f"{GROUP}:{ARTIFACT}:{version}:tar.gz:bin"
     cmd = [mvn, "-B", "-q", "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:get",
            "-Dtransitive=false", f"-Dartifact={coords}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-    repo = Path(os.environ.get("PULSARLAB_MAVEN_REPO", Path.home() / ".m2" / "repository"))
-    tarball = repo / GROUP.replace(".", "/") / ARTIFACT / version / f"{ARTIFACT}-{version}-bin.tar.gz"
+    tarball = maven_repo() / GROUP.replace(".", "/") / ARTIFACT / version / f"{ARTIFACT}-{version}-bin.tar.gz"
+    with watching_download(tarball, progress):
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0 or not tarball.is_file():
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-8:])
         raise DistributionError(f"mvn could not resolve {coords} from Maven Central:\n{tail}")
@@ -169,8 +213,11 @@ def _unpack(tarball: Path, dest: Path) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def resolve(distribution: str | Path | None = None, version: str = DEFAULT_VERSION) -> Distribution:
-    """A verified distribution: from ``distribution`` (tarball or folder) or from the cache/Maven."""
+def resolve(
+    distribution: str | Path | None = None, version: str = DEFAULT_VERSION, progress: Reporter = NO_PROGRESS
+) -> Distribution:
+    """A verified distribution: from ``distribution`` (tarball or folder) or from the cache/Maven
+    (the download's bytes and the unpacking reported to ``progress``)."""
     java = find_java()
     root = cache_root()
     if distribution is not None:
@@ -182,12 +229,15 @@ def resolve(distribution: str | Path | None = None, version: str = DEFAULT_VERSI
         dest = root / "pulsar" / f"from-{src.stem}-{_sha1(src)[:12]}"
         with file_lock(root / "pulsar.lock"):
             if not (dest / VERIFIED_MARK).is_file():
-                _unpack(src, dest)
+                with progress.step("unpack", f"unpacking {src.name}", "unpacking", "unpacked"):
+                    _unpack(src, dest)
         return Distribution(dest, verify_tree(dest), java)
     dest = root / "pulsar" / f"apache-pulsar-{version}"
     with file_lock(root / "pulsar.lock"):
         if not (dest / VERIFIED_MARK).is_file():
-            _unpack(_maven_download(version), dest)
+            tarball = _maven_download(version, progress)
+            with progress.step("unpack", f"unpacking {tarball.name}", "unpacking", "unpacked"):
+                _unpack(tarball, dest)
     return Distribution(dest, verify_tree(dest, version), java)
 
 

@@ -17,6 +17,7 @@ from pulsarlab.admin.reconcile import Report
 from pulsarlab.chaos.schedule import Fault, check, run_fault
 from pulsarlab.deployment import Deployment, Say, UpResult
 from pulsarlab.errors import StateError, UsageError
+from pulsarlab.progress import NO_PROGRESS, Reporter, reporter_of
 from pulsarlab.runtime import RUNTIMES, new_deployment, open_deployment, runtime_class
 from pulsarlab.runtime.base import timeout
 from pulsarlab.runtime.roundtrip import client as pulsar_client
@@ -82,10 +83,12 @@ def e2e_check(cluster: Deployment) -> None:
     Not ``public/default``: once isolation policies make every broker a primary of some namespace
     (as in ``sync``), Pulsar has no shared broker left for namespaces without a policy."""
     topo = cluster.topo
+    progress = reporter_of(cluster.say)
     for c in topo.clusters:
         topic = default_topic(cluster, c.name, "ready")
-        secs = roundtrip(c.name, topo.service_url(c.name), timeout("e2e"), topic=topic)
-        cluster.say(f"cluster {c.name}: message produced and consumed on {topic} ({secs:.1f}s)")
+        with progress.step(f"e2e-{c.name}", f"cluster {c.name}: a message through {topic}", "producing and consuming",
+                           "produced and consumed"):
+            roundtrip(c.name, topo.service_url(c.name), timeout("e2e"), topic=topic)
 
 
 def up(
@@ -104,7 +107,7 @@ def up(
         report = configure_cluster(cluster, dry_run=not apply, say=say)
         result.drift, result.drift_fixed = report.changes, apply
         return result, cluster
-    resolved = distribution.resolve(dist)
+    resolved = distribution.resolve(dist, progress=reporter_of(say))
     say(f"Pulsar {resolved.version} from {resolved.home} (Java {resolved.java.major})")
     cluster = new_deployment(topo, state_dir, runtime, say, dist=resolved, **options)
     # configure as soon as one broker is up: the others then start with their racks in place and
@@ -119,7 +122,10 @@ def e2e_and_configure(cluster: Deployment) -> None:
 
 
 def configure_cluster(cluster: Deployment, dry_run: bool = False, say: Say = _quiet) -> Report:
-    report = reconcile.configure(cluster, dry_run, say)
+    progress = reporter_of(say)
+    what = "reading the desired state back" if dry_run else "applying the desired state"
+    with progress.step("configure", "configure over the admin REST API", what, "compared" if dry_run else "configured"):
+        report = reconcile.configure(cluster, dry_run, progress)
     if report.changes:
         say(f"configure: {len(report.changes)} difference(s) {'found' if dry_run else 'fixed'} "
             f"in {report.seconds:.1f}s" + (f", restarted {', '.join(report.restarted)}" if report.restarted else ""))
@@ -250,7 +256,7 @@ def prepare_topic(cluster: Deployment, target: Target, cfg: WorkloadConfig) -> N
 
 def workload_run(
     state_dir: Path | None, cfg: WorkloadConfig, out: Path, cluster_name: str | None = None, region: str | None = None,
-    tick=None, consume_cluster: str | None = None, replication_timeout: float = 60.0,
+    tick=None, consume_cluster: str | None = None, replication_timeout: float = 60.0, progress: Reporter = NO_PROGRESS,
 ) -> WorkloadResult:
     cluster = open_cluster(state_dir)
     target = workload_target(cluster, cluster_name, region, consume_cluster)
@@ -269,7 +275,9 @@ def workload_run(
     with contextlib.ExitStack() as audits:
         for url in target.read_clusters.values() or [target.service_url]:
             audits.enter_context(audit_subscription(url, cfg.topic))
-        return Workload(cfg, target, out, cluster.distribution(), run_id).run(tick, after_send=caught_up)
+        return Workload(cfg, target, out, cluster.distribution(), run_id).run(
+            tick, after_send=caught_up if target.replication else None, progress=progress
+        )
 
 
 @contextlib.contextmanager
@@ -302,6 +310,7 @@ def verify_history(
     *,
     driver_memory: str | None = None,
     executor_python: str | None = None,
+    progress: Reporter = NO_PROGRESS,
 ):
     """Run the PySpark verifier over one or several history folders judged as one (Spark is
     imported only here: it is slow to load)."""
@@ -318,5 +327,6 @@ def verify_history(
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UsageError(f"expectations file {expectations}: {first}") from None
     return verify(
-        directories, master=master, expect=expect, out=out, driver_memory=driver_memory, executor_python=executor_python
+        directories, master=master, expect=expect, out=out, driver_memory=driver_memory, executor_python=executor_python,
+        progress=progress,
     )

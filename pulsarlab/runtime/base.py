@@ -26,6 +26,7 @@ from pulsarlab.deployment import NodeEndpoint, NodeStatus, Say, UpResult, quiet
 from pulsarlab.distribution import Distribution
 from pulsarlab.distribution import resolve as resolve_distribution
 from pulsarlab.errors import PortInUseError, StateError
+from pulsarlab.progress import reporter_of
 from pulsarlab.render import NodeDirs, node_dirs
 from pulsarlab.runtime.state import ClusterState
 from pulsarlab.runtime.waits import HttpOk, RegistrationGone, ZkServing, log_tail, wait_for
@@ -49,7 +50,7 @@ class NodeRuntime(abc.ABC):
         self.topo = topo
         self.state_dir = state_dir.resolve()
         self.dist = dist
-        self.say = say
+        self.say = reporter_of(say)  # a Reporter: steps with a status and an end, and notes
         self._lock = threading.Lock()
         self.state = ClusterState.load(self.state_dir) or ClusterState(topo.name, self.runtime, topo.name)
 
@@ -158,11 +159,15 @@ class NodeRuntime(abc.ABC):
 
     def wait_ready(self, node: Node) -> float:
         probe = self.readiness_probe(node)
-        secs = wait_for(
-            node.name, probe, what=probe.description, timeout=timeout(node.role.value),
-            log_file=self.log_file(node.name), alive=lambda: self.alive(node.name),
-        )
-        self.say(f"{node.name} ready ({secs:.1f}s)")
+        try:
+            secs = wait_for(
+                node.name, probe, what=probe.description, timeout=timeout(node.role.value),
+                log_file=self.log_file(node.name), alive=lambda: self.alive(node.name),
+            )
+        except BaseException:
+            self.say.end(node.name, "not ready", ok=False)
+            raise
+        self.say.end(node.name, f"ready ({secs:.1f}s)")
         return secs
 
     def check_ports(self, nodes: list[Node]) -> None:
@@ -246,6 +251,7 @@ class NodeRuntime(abc.ABC):
 
     def _start_tier(self, tier: list[Node]) -> None:
         for n in tier:
+            self.say.begin(n.name, n.name, "starting")
             self.wait_registration_gone(n)
             self.spawn(n)
         with ThreadPoolExecutor(max_workers=len(tier)) as pool:
@@ -270,8 +276,8 @@ class NodeRuntime(abc.ABC):
                 "--web-service-url", self.topo.registered_web_url(cluster),
                 "--broker-service-url", self.topo.service_url(cluster),
             ]
-            self.run_metadata_init(cluster, args, log_path)
-            self.say(f"cluster {cluster}: metadata initialized")
+            with self.say.step(f"init-{cluster}", f"cluster {cluster}: metadata", "initializing", "initialized"):
+                self.run_metadata_init(cluster, args, log_path)
 
         # one after the other: the clusters share one configuration store, where each init creates
         # or updates the same objects (the public tenant and namespace), and two at once could race
@@ -288,11 +294,12 @@ class NodeRuntime(abc.ABC):
         probe_node = bookies[0]
         addr = self.topo.address_of(probe_node)
         url = f"http://{addr}:{probe_node.port('http')}/api/v1/bookie/list_bookies?type=rw&print_hostnames=false"
-        wait_for(
-            cluster, HttpOk(url, accept=lambda r: len(r.json()) >= need),
-            what=f"{need} writable bookies registered in cluster {cluster}", timeout=timeout("bookie"),
-            log_file=self.log_file(probe_node.name),
-        )
+        with self.say.step(f"writable-{cluster}", f"cluster {cluster}: {need} writable bookies", "waiting", "registered"):
+            wait_for(
+                cluster, HttpOk(url, accept=lambda r: len(r.json()) >= need),
+                what=f"{need} writable bookies registered in cluster {cluster}", timeout=timeout("bookie"),
+                log_file=self.log_file(probe_node.name),
+            )
 
     def up(
         self, check: Callable[[NodeRuntime], None] | None = None, seed: Callable[[NodeRuntime], None] | None = None
@@ -410,7 +417,7 @@ class NodeRuntime(abc.ABC):
         for role in reversed(TIERS):
             names = [n.name for n in self.topo.nodes_of(role) if self.alive(n.name)]
             with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
-                for f in [pool.submit(self.stop_process, name, False) for name in names]:
+                for f in [pool.submit(self._stop_shown, name) for name in names]:
                     f.result()
             stopped += names
         self.forget([n.name for n in self.topo.nodes])
@@ -428,6 +435,10 @@ class NodeRuntime(abc.ABC):
             self.wipe_data()
             ClusterState.path(self.state_dir).unlink(missing_ok=True)
         return stopped
+
+    def _stop_shown(self, name: str) -> None:
+        with self.say.step(name, name, "stopping", "stopped"):
+            self.stop_process(name, False)
 
     # ----- status ------------------------------------------------------------------------------
     def status(self) -> list[NodeStatus]:

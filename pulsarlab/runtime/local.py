@@ -112,7 +112,7 @@ class LocalCluster(NodeRuntime):
         with self._lock:
             self.state.nodes[node.name] = rec
             self.state.save(self.state_dir)
-        self.say(f"{node.name} started (pid {proc.pid}, {self.topo.address_of(node)})")
+        self.say.update(node.name, f"started (pid {proc.pid}, {self.topo.address_of(node)})")
 
     def run_metadata_init(self, cluster: str, args: list[str], log_path: Path) -> None:
         zk = self.topo.nodes_of(Role.ZOOKEEPER)[0]

@@ -39,6 +39,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pulsarlab.history import SCHEMA, part_files, recover_journals
+from pulsarlab.progress import NO_PROGRESS, Reporter
 from pulsarlab.verify import aggregate, checks, exchange, merge, plan
 from pulsarlab.verify import events as ev
 from pulsarlab.verify.dims import MAX_CLUSTERS, base_topic, column_range, read_dims
@@ -46,7 +47,7 @@ from pulsarlab.verify.events import NO_SEQ, Context, Unit
 from pulsarlab.verify.evidence import judge, read_manifests, read_scans, replication_targets
 from pulsarlab.verify.model import CHECKS, MAX_EXAMPLES, Check, Expectations, Verdict
 from pulsarlab.verify.plan import Example, Plan, add_found
-from pulsarlab.verify.session import spark_session
+from pulsarlab.verify.session import SPARK_LOG_NAME, spark_session
 
 __all__ = ["MAX_CLUSTERS", "SPARK_SCHEMA", "VERDICT_FILE", "base_topic", "verify"]
 
@@ -78,12 +79,14 @@ def verify(
     *,
     driver_memory: str | None = None,
     executor_python: str | None = None,
+    progress: Reporter = NO_PROGRESS,
 ) -> Verdict:
     """Check one run's history, or several judged as one, and write the verdict (Spark settings:
-    :func:`spark_session`).
+    :func:`spark_session`; its stages reported to ``progress``).
 
     The verdict goes to ``out`` if given, else to ``verdict.json`` in the one directory (several
-    directories and no ``out``: it is only returned).
+    directories and no ``out``: it is only returned). A Spark JVM started here writes its log to
+    ``spark.log`` beside the verdict (beside the first directory when there is no verdict file).
     """
     started = time.monotonic()
     dirs = [Path(directories)] if isinstance(directories, str | Path) else [Path(d) for d in directories]
@@ -93,10 +96,16 @@ def verify(
         if not d.is_dir():
             raise FileNotFoundError(f"no history directory: {d}")
         recover_journals(d)
-    spark = spark_session(master, driver_memory=driver_memory, executor_python=executor_python)
-    verdict = _Job(spark, dirs, expect or Expectations()).run()
-    verdict.seconds = time.monotonic() - started
     target = Path(out) if out is not None else (dirs[0] / VERDICT_FILE if len(dirs) == 1 else None)
+    log = (target.parent if target is not None else dirs[0]) / SPARK_LOG_NAME
+    with progress.step("spark", f"Spark ({master or 'local[*]'}), its log in {log}", "starting", "ready"):
+        spark = spark_session(master, driver_memory=driver_memory, executor_python=executor_python, log_file=log)
+    with progress.step("dims", "reading the history's dimensions", "reading", "read"):
+        job = _Job(spark, dirs, expect or Expectations())
+    with progress.step("checks", f"checking {len(job.paths)} history part(s) of {len(job.d.producers)} producer(s)",
+                       "running", "checked"):
+        verdict = job.run()
+    verdict.seconds = time.monotonic() - started
     if target is not None:
         verdict.write(target)
     return verdict

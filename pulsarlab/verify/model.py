@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -164,35 +164,7 @@ class Verdict:
         return path
 
     def render_table(self) -> Table:
-        """Checks first, then the headline metrics."""
-        table = Table(title=f"verdict: {self.status.upper()}  ({self.directory})")
-        table.add_column("check / metric")
-        table.add_column("value", justify="right")
-        table.add_column("status")
-        table.add_column("first example", overflow="fold")
-        for c in self.checks:
-            status = "[green]ok[/]" if c.count == 0 else ("[yellow]allowed[/]" if c.passed else "[red]FAIL[/]")
-            first = json.dumps(c.examples[0], sort_keys=True) if c.examples else ""
-            table.add_row(c.name, str(c.count), status, first)
-        table.add_section()
-        for name, value in _flatten(self.metrics):
-            table.add_row(name, _fmt(value), "", "")
-        if self.reasons:
-            table.caption = "inconclusive evidence:\n" + "\n".join(f"- {r}" for r in self.reasons)
-        return table
+        """Checks and headline metrics (times in UTC, durations with units); see :mod:`.display`."""
+        from pulsarlab.verify.display import table
 
-
-def _flatten(metrics: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
-    for name, value in metrics.items():
-        if isinstance(value, Mapping):
-            yield from _flatten(value, f"{prefix}{name}.")
-        else:
-            yield f"{prefix}{name}", value
-
-
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:,.3f}"
-    return f"{value:,}" if isinstance(value, int) else str(value)
+        return table(self)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -14,6 +17,31 @@ if TYPE_CHECKING:
 
 DEFAULT_MASTER = "local[*]"
 GIB = 1 << 30
+SPARK_LOG_NAME = "spark.log"
+_spark_log: Path | None = None  # where the running session's JVM writes its stderr
+
+
+def spark_log() -> Path | None:
+    """The file the running Spark JVM writes its log to (None before a session started here)."""
+    return _spark_log
+
+
+@contextlib.contextmanager
+def _stderr_into(path: Path):
+    """Processes started in the block inherit ``path`` as their stderr (file descriptor 2); this
+    process gets its own stderr back at the end. The Spark JVM is such a process: its log4j
+    console output and the JVM's own warnings go to the file for its whole life."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(path, "ab") as log:
+            os.dup2(log.fileno(), 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def default_driver_memory(total_bytes: int | None = None) -> str:
@@ -37,6 +65,7 @@ def spark_session(
     driver_memory: str | None = None,
     executor_python: str | None = None,
     app_name: str = "pulsarlab-verify",
+    log_file: Path | None = None,
 ) -> SparkSession:
     """Get (or create) a quiet Spark session sized for a small machine.
 
@@ -48,7 +77,11 @@ def spark_session(
     An already running session is reused when ``master`` is not given or is its master; one with
     another master is stopped first (a new master never silently runs on the old one). The memory
     setting only applies when a new JVM is started.
+
+    A new JVM writes its stderr (Spark's log4j output, the JVM's warnings) to ``log_file``
+    (default ``$TMPDIR/pulsarlab-spark.log``), never to the terminal: :func:`spark_log` names it.
     """
+    global _spark_log
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
@@ -79,9 +112,12 @@ def spark_session(
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
-        # Silence log4j chatter before the first line is printed.
-        .config("spark.driver.extraJavaOptions", "-Dlog4j2.rootLogger.level=error -Dlog4j.rootLevel=error")
+        # log4j from the first line at warn (into the log file, see _stderr_into)
+        .config("spark.driver.extraJavaOptions", "-Dlog4j2.rootLogger.level=warn -Dlog4j.rootLevel=warn")
     )
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    log = log_file or Path(tempfile.gettempdir()) / "pulsarlab-spark.log"
+    with _stderr_into(log):
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel("WARN")  # into the log file: warnings help when a run goes wrong
+    _spark_log = log
     return spark

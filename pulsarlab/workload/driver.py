@@ -24,6 +24,7 @@ from typing import Any
 from pulsarlab.distribution import Distribution, cache_root, file_lock
 from pulsarlab.errors import DistributionError
 from pulsarlab.history.journal import write_meta
+from pulsarlab.progress import NO_PROGRESS, Reporter
 from pulsarlab.workload.manifest import DriverOutcome
 
 SOURCE = Path(__file__).with_name("java") / "Driver.java"
@@ -61,7 +62,7 @@ def javac_for(dist: Distribution) -> str:
     )
 
 
-def driver_classes(dist: Distribution) -> Path:
+def driver_classes(dist: Distribution, progress: Reporter = NO_PROGRESS) -> Path:
     """Compile the driver against this distribution once; return its classes folder (with log4j2 config)."""
     digest = hashlib.sha256(SOURCE.read_bytes() + dist.version.encode()).hexdigest()[:16]
     root = cache_root() / "driver" / digest
@@ -75,10 +76,12 @@ def driver_classes(dist: Distribution) -> Path:
         classes = root / "classes"
         shutil.rmtree(classes, ignore_errors=True)
         cmd = [javac_for(dist), "-nowarn", "-d", str(classes), "-cp", f"{dist.home / 'lib'}/*", str(SOURCE)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        if proc.returncode:
-            tail = proc.stderr.strip()[-2000:]
-            raise DistributionError(f"compiling the workload driver failed (exit {proc.returncode}): {tail}")
+        with progress.step("compile", f"compiling the workload driver (once per Pulsar {dist.version})", "javac",
+                           "compiled"):
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            if proc.returncode:
+                tail = proc.stderr.strip()[-2000:]
+                raise DistributionError(f"compiling the workload driver failed (exit {proc.returncode}): {tail}")
         (classes / "log4j2-driver.properties").write_text(LOG4J2)
         done.touch()
     return classes

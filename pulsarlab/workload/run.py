@@ -25,6 +25,7 @@ from pathlib import Path
 from pulsarlab.admin.client import AdminClient, AdminError
 from pulsarlab.distribution import Distribution
 from pulsarlab.history.journal import journal_to_parquet
+from pulsarlab.progress import NO_PROGRESS, Reporter
 from pulsarlab.workload.driver import DriverProcess, driver_classes
 from pulsarlab.workload.manifest import DriverOutcome, Manifest, new_run_id
 
@@ -181,39 +182,45 @@ class Workload:
     # ----- the run ---------------------------------------------------------------------------
     def run(
         self, tick: Callable[[Counters], None] | None = None, read_idle_timeout: float = 60.0,
-        after_send: Callable[[], None] | None = None,
+        after_send: Callable[[], None] | None = None, progress: Reporter = NO_PROGRESS,
     ) -> WorkloadResult:
         """Consumers subscribe, producers start together and send for ``duration``, ``after_send``
         runs (a wait for replication to catch up, say) while consumers still receive, consumers
-        drain, then storage is read back from the earliest position on every cluster."""
+        drain, then storage is read back from the earliest position on every cluster. Each phase
+        is a step of ``progress``; ``tick`` gets the live counters."""
         self.out.mkdir(parents=True, exist_ok=True)
         self._write_manifest()
-        classes = driver_classes(self.dist)
+        classes = driver_classes(self.dist, progress)
         consumers = [self._consumer(i) for i in range(self.cfg.consumers)]
         producers = [self._producer(i) for i in range(self.cfg.producers)]
         t0 = time.monotonic()
         send_seconds = 0.0
         started: list[DriverProcess] = []
         try:
-            for group in (consumers, producers):  # subscriptions exist before the first send
-                for d in group:
-                    d.start(self.dist, classes)
-                    started.append(d)
-                    self._drivers.append(d)
-                self._write_manifest()
-                self._await_ready(group)
+            with progress.step("drivers", f"{len(consumers)} consumer(s), {len(producers)} producer(s) on {self.cfg.topic}",
+                               "starting", "ready"):
+                for group in (consumers, producers):  # subscriptions exist before the first send
+                    for d in group:
+                        d.start(self.dist, classes)
+                        started.append(d)
+                        self._drivers.append(d)
+                    self._write_manifest()
+                    self._await_ready(group)
             p0 = time.monotonic()
             deadline_ms = time.time_ns() // 1_000_000 + int(self.cfg.duration * 1000)
             for d in producers:
                 d.tell(f"start {deadline_ms}")
-            self._follow(producers, started, tick)
+            with progress.step("produce", f"producing for {self.cfg.duration:g}s", "sending", "sent"):
+                self._follow(producers, started, tick)
             ends = [d.finished_at for d in producers]
             send_seconds = (max(ends) if all(ends) else time.monotonic()) - p0
             if after_send is not None:  # consumers keep receiving meanwhile: what arrives late is still delivered
-                after_send()
+                with progress.step("replicated", "waiting for replication to catch up", "waiting", "caught up"):
+                    after_send()
             for d in consumers:
                 d.tell("drain")
-            self._follow(consumers, started, tick)
+            with progress.step("drain", "consumers draining", "receiving", "drained"):
+                self._follow(consumers, started, tick)
         finally:
             self._finish(started, grace=self.cfg.send_timeout_ms / 1000 + self.cfg.drain_seconds + 30)
         readers = [self._reader(name, url, read_idle_timeout) for name, url in self._read_clusters().items()]
@@ -222,8 +229,10 @@ class Workload:
                 d.start(self.dist, classes)
                 self._drivers.append(d)
             self._write_manifest()
-            self._await_ready(readers)
-            self._follow(readers, [*started, *readers], tick)
+            with progress.step("read", f"reading storage back on {', '.join(self._read_clusters())}", "reading",
+                               "read"):
+                self._await_ready(readers)
+                self._follow(readers, [*started, *readers], tick)
         finally:
             self._finish(readers, grace=read_idle_timeout + 60)
         if self._errors:

@@ -99,16 +99,26 @@ def test_verify_runs_from_the_installed_wheel(installed: Installed, tmp_path: Pa
     clean = handmade_history(tmp_path / "clean")
     done = installed.run("verify", "--json", "--driver-memory", "1g", str(clean))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    assert done.stderr == "", done.stderr  # Spark's and log4j's lines go to spark.log, not to the user
+    assert json.loads(done.stdout)["ok"] is True and (clean / "spark.log").is_file()
     verdict = json.loads((clean / VERDICT_FILE).read_text())
     assert verdict["ok"] is True
     assert {c["name"]: c["count"] for c in verdict["checks"] if c["count"]} == {}
     assert verdict["metrics"]["messages"]["acknowledged"] == 40
 
     lossy = handmade_history(tmp_path / "lossy", lose=11)
-    done = installed.run("verify", "--json", "--driver-memory", "1g", str(lossy))
+    done = installed.run("verify", "--driver-memory", "1g", str(lossy))
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-5000:]
     counts = {c["name"]: c["count"] for c in json.loads((lossy / VERDICT_FILE).read_text())["checks"]}
     assert counts["lost"] == 1
+    # the table a person reads from a pipe: names whole, instants as UTC times, nothing on stderr
+    assert "longest_gap_without_ack_s.from_ts" in done.stdout and "2027-01-15T08:00:0" in done.stdout
+    assert "lost, first example: " in done.stdout and done.stderr == "", done.stderr
+
+
+def test_down_with_nothing_up_exits_0_from_the_installed_wheel(installed: Installed) -> None:
+    done = installed.run("down", timeout=120)
+    assert done.returncode == 0 and "nothing to stop" in done.stdout, done.stdout + done.stderr
 
 
 def test_render_uses_the_templates_shipped_in_the_wheel(installed: Installed) -> None:

@@ -97,8 +97,8 @@ def test_one_cluster_run_has_no_replication_delay(spark, tmp_path: Path) -> None
 def test_replication_delay_is_in_the_text_table(spark, tmp_path: Path) -> None:
     table = replicated(tmp_path, 20, {"c2": DELAYS.__getitem__}).render_table()
     shown = dict(zip(table.columns[0].cells, table.columns[1].cells, strict=True))
-    assert shown["replication_delay_ms.c2.p50"] == "5.500"
-    assert shown["replication_delay_ms.c2.p99"] == "120.125"
+    assert shown["replication_delay_ms.c2.p50"] == "5.500 ms"
+    assert shown["replication_delay_ms.c2.p99"] == "120.125 ms"
     assert shown["replication_delay_ms.c2.count"] == "20"
 
 

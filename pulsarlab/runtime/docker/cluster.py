@@ -89,8 +89,8 @@ class DockerCluster(NodeRuntime):
         except DockerException as exc:
             raise NodeStartError(node.name, "its container to start", 0, log_tail(log), _last(exc)) from None
         c = self._container(node.name)
-        self.say(f"{node.name} started (container {self.container_name(node.name)}, pid {c.state.pid if c else '?'}, "
-                 f"{self.topo.address_of(node)})")
+        self.say.update(node.name, f"started (container {self.container_name(node.name)}, "
+                        f"pid {c.state.pid if c else '?'}, {self.topo.address_of(node)})")
 
     def node_alive(self, name: str) -> bool:
         c = self._container(name)

@@ -1,0 +1,94 @@
+"""The verdict as a person reads it: instants as UTC times, durations with their unit, metric names
+whole. ``verdict.json`` and ``--json`` keep the raw values (instants in nanoseconds since the epoch)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from pulsarlab.verify.model import Verdict
+
+
+def utc_time(ns: int) -> str:
+    """``2027-01-15T08:00:00.503Z`` from nanoseconds since the epoch (ISO 8601, UTC, milliseconds)."""
+    t = dt.datetime.fromtimestamp(ns // 1_000_000 / 1000, tz=dt.UTC)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+
+def shown_value(name: str, value: Any) -> str:
+    """One value by its name: ``*_ts`` an instant, ``*_ms`` / ``*_s`` (or ``seconds``) a duration,
+    ``count`` and integers with thousands separators."""
+    if value is None:
+        return "-"
+    parts = name.split(".")
+    leaf = parts[-1]
+    if isinstance(value, int) and not isinstance(value, bool) and leaf.endswith("_ts"):
+        return utc_time(value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        # a percentile under ``publish_latency_ms`` is in ms: the unit is the group's
+        if leaf != "count" and any(p.endswith("_ms") for p in parts):
+            return f"{value:,.3f} ms"
+        if leaf.endswith("_per_s"):
+            return f"{value:,.1f} /s"
+        if leaf == "seconds" or leaf.endswith("_s"):
+            return f"{value:,.3f} s"
+        return f"{value:,.3f}" if isinstance(value, float) else f"{value:,}"
+    return str(value)
+
+
+def flatten(metrics: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
+    for name, value in metrics.items():
+        if isinstance(value, Mapping):
+            yield from flatten(value, f"{prefix}{name}.")
+        else:
+            yield f"{prefix}{name}", value
+
+
+def example_line(example: Mapping[str, Any]) -> str:
+    """``producer=p0 seq=5 ok_ts=2027-01-15T08:00:00.503Z``: every field, instants as times."""
+    return " ".join(f"{k}={shown_value(k, v)}" for k, v in sorted(example.items()))
+
+
+def table(verdict: Verdict) -> Table:
+    """Checks, then the headline metrics."""
+    t = Table(title=f"verdict: {verdict.status.upper()}  ({verdict.directory})")
+    t.add_column("check / metric", no_wrap=True)
+    t.add_column("value", justify="right", no_wrap=True)
+    t.add_column("status", no_wrap=True)
+    for c in verdict.checks:
+        status = "[green]ok[/]" if c.count == 0 else ("[yellow]allowed[/]" if c.passed else "[red]FAIL[/]")
+        t.add_row(c.name, f"{c.count:,}", status)
+    t.add_section()
+    for name, value in flatten(verdict.metrics):
+        t.add_row(name, shown_value(name, value), "")
+    if verdict.reasons:
+        t.caption = "inconclusive evidence:\n" + "\n".join(f"- {r}" for r in verdict.reasons)
+    return t
+
+
+def example_lines(verdict: Verdict) -> list[str]:
+    """Each check with anomalies: its first example, one line (below the table, so the table stays narrow)."""
+    return [f"{c.name}, first example: {example_line(c.examples[0])}" for c in verdict.checks if c.examples]
+
+
+def width_needed(console: Console, table: Table) -> int:
+    """The width at which the table is not squeezed (a console that is no terminal says 80)."""
+    return Measurement.get(console, console.options.update_width(4096), table).maximum
+
+
+def print_whole(console: Console, table: Table) -> None:
+    """Print ``table`` without cutting a cell, wider than the console if it must be (rich assumes
+    80 columns when stdout is no terminal, and would cut long metric names)."""
+    needed = width_needed(console, table)
+    if needed <= console.width:
+        console.print(table)
+        return
+    wide = Console(file=console.file, width=needed, force_terminal=console.is_terminal, no_color=console.no_color,
+                   color_system=console.color_system and "auto")
+    wide.print(table)
