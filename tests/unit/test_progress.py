@@ -176,3 +176,48 @@ def test_down_quiet_with_nothing_running_exits_0(tmp_path: Path) -> None:
 def test_placement_help_says_which_under_replicated_flag_to_believe() -> None:
     shown = runner.invoke(app, ["inspect", "placement", "--help"], terminal_width=200)
     assert "pulsar_under_replicated" in shown.stdout and "Believe it" in shown.stdout
+
+
+def _fake_workload(calls: list[str]):
+    from pulsarlab.workload.run import Counters, WorkloadResult
+
+    def run(state_dir, cfg, out, *a, tick=None, progress=None, **k):  # what ops.workload_run reports, in order
+        cfg.topic = cfg.topic or "persistent://smoke/test/pulsarlab-r1"
+        with progress.step("produce", "producing for 1s", "sending", "sent"):
+            tick(Counters(invoked=5, acked=4))
+        calls.append(type(progress).__name__)
+        return WorkloadResult(out, Counters(invoked=10, acked=10, received=10, stored=10), 1.0, 10.0)
+
+    return run
+
+
+def test_workload_on_a_pipe_prints_results_naming_the_topic_and_no_progress(tmp_path: Path, monkeypatch) -> None:
+    from pulsarlab import ops
+
+    calls: list[str] = []
+    monkeypatch.setattr(ops, "workload_run", _fake_workload(calls))
+    result = runner.invoke(app, ["workload", "run", "--out", str(tmp_path / "run"), "--duration", "1"])
+    assert result.exit_code == 0, result.output
+    assert calls == ["Reporter"]  # the reporter that says nothing: stderr is no terminal here
+    assert "topic persistent://smoke/test/pulsarlab-r1" in result.stdout and "sent 10  acked 10" in result.stdout
+    assert result.stderr == "" and "\x1b[" not in result.output
+
+
+def test_workload_on_a_terminal_shows_phases_and_live_counters(tmp_path: Path, monkeypatch) -> None:
+    from pulsarlab import cli_common, cli_workload, ops
+
+    console, buf = _terminal()
+    calls: list[str] = []
+    monkeypatch.setattr(ops, "workload_run", _fake_workload(calls))
+    monkeypatch.setattr(cli_workload, "err", console)
+    monkeypatch.setattr(cli_common, "err", console)
+    result = runner.invoke(app, ["workload", "run", "--out", str(tmp_path / "run"), "--duration", "1"])
+    assert result.exit_code == 0, result.output
+    assert calls == ["RichReporter"]
+    shown = buf.getvalue()
+    assert "producing for 1s" in shown and "sent (" in shown
+    assert "sent 5  acked 4" in shown or "sent 10  acked 10" in shown  # the counters line, live then final
+    quiet_calls: list[str] = []
+    monkeypatch.setattr(ops, "workload_run", _fake_workload(quiet_calls))
+    runner.invoke(app, ["workload", "run", "--out", str(tmp_path / "run2"), "--duration", "1", "--quiet"])
+    assert quiet_calls == ["Reporter"]
