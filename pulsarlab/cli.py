@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from pulsarlab import cli_chaos, cli_report, cli_scenario, cli_tools, cli_workload, ops
-from pulsarlab.cli_common import EXIT_CODES, JsonOpt, StateDirOpt, TopologyOpt, err, out, reported
+from pulsarlab.cli_common import EXIT_CODES, JsonOpt, StateDirOpt, TopologyOpt, err, out, print_whole, reported
 from pulsarlab.cli_progress import QuietOpt, reporter
 from pulsarlab.topology import builtin_descriptions
 
@@ -160,7 +160,7 @@ def verify_cmd(
     Exit code: 0 pass, 1 a forbidden check failed, 3 inconclusive (evidence missing: the reasons
     are printed), 2 usage error.
     """
-    from pulsarlab.verify.display import example_lines, print_whole  # the package loads Spark: not at startup
+    from pulsarlab.verify.display import example_lines  # the package loads Spark: not at startup
 
     with reporter(err, quiet or as_json) as progress:
         verdict = ops.verify_history(directories, master, expect, verdict_out, driver_memory=driver_memory,
@@ -238,7 +238,7 @@ def inspect_placement(
                     ", ".join(led.regions), "yes" if led.under_replicated else "no",
                 ]
                 table.add_row(t.topic if i == 0 else "", t.owner if i == 0 else "", owner if i == 0 else "", *cells)
-        out.print(table)
+        print_whole(out, table)
         for f in report.flags:
             err.print(f"[bold red]flag:[/] {f}", highlight=False)
     if report.flags:

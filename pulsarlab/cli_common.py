@@ -14,6 +14,8 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
 
 from pulsarlab.errors import PulsarlabError
 from pulsarlab.topology import BUILTINS
@@ -28,6 +30,23 @@ err = Console(stderr=True)
 TopologyOpt = Annotated[str, typer.Option("--topology", "-t", help=f"built-in ({', '.join(BUILTINS)}) or a YAML file")]
 StateDirOpt = Annotated[Path | None, typer.Option("--state-dir", help="default: .pulsarlab/<topology name>")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output")]
+
+
+def width_needed(console: Console, table: Table) -> int:
+    """The width at which ``table`` is not squeezed (a console that is no terminal says 80)."""
+    return Measurement.get(console, console.options.update_width(4096), table).maximum
+
+
+def print_whole(console: Console, table: Table) -> None:
+    """Print ``table`` without cutting a cell, wider than the console if it must be (rich assumes
+    80 columns when stdout is no terminal, and would cut long names)."""
+    needed = width_needed(console, table)
+    if needed <= console.width:
+        console.print(table)
+        return
+    wide = Console(file=console.file, width=needed, force_terminal=console.is_terminal, no_color=console.no_color,
+                   color_system=console.color_system and "auto")
+    wide.print(table)
 
 
 def log_traceback(exc: BaseException) -> Path | None:

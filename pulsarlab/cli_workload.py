@@ -60,7 +60,7 @@ def workload_run(
         raise UsageError(str(exc)) from None
 
     with reporter(err, quiet) as progress:
-        progress.begin("counters", "counters", "waiting for the drivers")
+        progress.begin("counters", "live counters", "waiting for the drivers")
         result = ops.workload_run(state_dir, cfg, out_dir, cluster, region,
                                   tick=lambda c: progress.update("counters", counters_line(c)),
                                   consume_cluster=consume_cluster, progress=progress)

@@ -7,8 +7,6 @@ import datetime as dt
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.measure import Measurement
 from rich.table import Table
 
 if TYPE_CHECKING:
@@ -75,20 +73,3 @@ def table(verdict: Verdict) -> Table:
 def example_lines(verdict: Verdict) -> list[str]:
     """Each check with anomalies: its first example, one line (below the table, so the table stays narrow)."""
     return [f"{c.name}, first example: {example_line(c.examples[0])}" for c in verdict.checks if c.examples]
-
-
-def width_needed(console: Console, table: Table) -> int:
-    """The width at which the table is not squeezed (a console that is no terminal says 80)."""
-    return Measurement.get(console, console.options.update_width(4096), table).maximum
-
-
-def print_whole(console: Console, table: Table) -> None:
-    """Print ``table`` without cutting a cell, wider than the console if it must be (rich assumes
-    80 columns when stdout is no terminal, and would cut long metric names)."""
-    needed = width_needed(console, table)
-    if needed <= console.width:
-        console.print(table)
-        return
-    wide = Console(file=console.file, width=needed, force_terminal=console.is_terminal, no_color=console.no_color,
-                   color_system=console.color_system and "auto")
-    wide.print(table)

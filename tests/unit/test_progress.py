@@ -13,9 +13,10 @@ from typer.testing import CliRunner
 
 from pulsarlab import distribution
 from pulsarlab.cli import app
+from pulsarlab.cli_common import print_whole, width_needed
 from pulsarlab.cli_progress import RichReporter, reporter
 from pulsarlab.progress import NO_PROGRESS, Reporter, SayReporter, human_bytes, reporter_of
-from pulsarlab.verify.display import example_lines, print_whole, shown_value, table, utc_time, width_needed
+from pulsarlab.verify.display import example_lines, shown_value, table, utc_time
 from pulsarlab.verify.model import CHECKS, Check, Verdict
 
 runner = CliRunner()
