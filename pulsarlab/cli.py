@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from pulsarlab import cli_chaos, cli_report, cli_scenario, cli_tools, ops
+from pulsarlab import cli_chaos, cli_monitoring, cli_report, cli_scenario, cli_tools, ops
 from pulsarlab.cli_common import EXIT_CODES, JsonOpt, StateDirOpt, TopologyOpt, err, out, reported
 from pulsarlab.errors import UsageError
 from pulsarlab.topology import builtin_descriptions
@@ -22,6 +22,7 @@ app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
 node_app = typer.Typer(no_args_is_help=True, help="Operate one node of the running cluster.")
 app.add_typer(node_app, name="node")
 app.add_typer(cli_chaos.app, name="chaos")
+app.add_typer(cli_monitoring.app, name="monitoring")
 
 
 
@@ -72,6 +73,7 @@ def up(
     distribution: Annotated[str | None, typer.Option(help="a pulsar-server-distribution tarball or folder")] = None,
     apply: Annotated[bool, typer.Option("--apply", help="on a running cluster, fix its differences from the topology")] = False,
     image: ImageOpt = None,
+    monitoring: Annotated[bool, typer.Option("--monitoring", help="also a Prometheus scraping every node")] = False,
 ) -> None:
     """Start a real Pulsar cluster and wait until a message goes through it.
 
@@ -95,6 +97,8 @@ def up(
         out.print(f"cluster {cluster.topo.name!r} ready in {result.seconds:.1f}s ({len(result.started)} nodes started)")
     for c in cluster.topo.clusters:
         out.print(f"  {c.name}: {cluster.topo.service_url(c.name)}  {cluster.topo.web_url(c.name)}")
+    if monitoring:
+        out.print(f"  Prometheus: {cli_monitoring.service.start(cluster).url}")
 
 
 @app.command()
@@ -115,6 +119,8 @@ def status(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
     out.print(table)
     for c in report["clusters"]:
         out.print(f"{c['name']}: {c['service_url']}  {c['web_url']}")
+    if report["prometheus_url"]:
+        out.print(f"Prometheus: {report['prometheus_url']}")
     if not all(n["ready"] for n in report["nodes"]):
         raise typer.Exit(3)
 
