@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from pulsarlab import cli_chaos, cli_monitoring, cli_report, cli_scenario, cli_tools, ops
+from pulsarlab import cli_chaos, cli_compose, cli_monitoring, cli_report, cli_scenario, cli_tools, ops
 from pulsarlab.cli_common import EXIT_CODES, JsonOpt, StateDirOpt, TopologyOpt, err, out, reported
 from pulsarlab.errors import UsageError
 from pulsarlab.topology import builtin_descriptions
@@ -23,6 +23,7 @@ node_app = typer.Typer(no_args_is_help=True, help="Operate one node of the runni
 app.add_typer(node_app, name="node")
 app.add_typer(cli_chaos.app, name="chaos")
 app.add_typer(cli_monitoring.app, name="monitoring")
+app.add_typer(cli_compose.app, name="compose")
 
 
 
@@ -352,12 +353,15 @@ def image_build(
     distribution: Annotated[str | None, typer.Option(help="a pulsar-server-distribution tarball or folder")] = None,
     tag: Annotated[str | None, typer.Option(help="image tag (default: pulsarlab/pulsar:<version>)")] = None,
     host: Annotated[str | None, typer.Option(help="Docker engine (default: $DOCKER_HOST or scripts/docker-engine's)")] = None,
+    prometheus: Annotated[bool, typer.Option("--prometheus", help="instead: Prometheus from Debian's package")] = False,
 ) -> None:
     """Build a Pulsar image from Debian, its Java 17 and the local runtime's distribution; cached by inputs."""
     from pulsarlab.distribution import DEFAULT_VERSION
     from pulsarlab.runtime.docker.image import ensure_image
+    from pulsarlab.runtime.docker.prometheus_image import ensure_prometheus_image
 
-    result = ensure_image(pulsar_version or DEFAULT_VERSION, distribution, tag, host, say=_say)
+    result = (ensure_prometheus_image(tag or "pulsarlab/prometheus:debian", host, say=_say) if prometheus
+              else ensure_image(pulsar_version or DEFAULT_VERSION, distribution, tag, host, say=_say))
     if result.built:
         out.print(f"built {result.tag} ({result.image_id[:19]}) in {result.seconds:.1f}s")
     else:
@@ -386,6 +390,7 @@ for _action in ("stop", "start", "kill", "pause", "resume"):
 cli_tools.register(app)  # env, logs, doctor
 cli_report.register(app)  # report
 cli_scenario.register(app)  # scenario list|run
+cli_compose.register(app)  # attach
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -102,23 +102,28 @@ def queried_metrics() -> set[str]:
     return {name for _, panels in DASHBOARDS.values() for p in panels for name in metric_names(p.expr)}
 
 
-def write_provisioning(out: Path, prometheus_url: str, dashboards_path: str | None = None) -> list[Path]:
-    """``out/datasources/prometheus.yaml``, ``out/dashboards/pulsarlab.yaml`` and the dashboards'
-    JSON under ``out/dashboards/json``. ``dashboards_path`` is where Grafana will see that folder
-    (inside a container, say); by default, where it is written."""
-    json_dir = out / "dashboards" / "json"
-    json_dir.mkdir(parents=True, exist_ok=True)
-    (out / "datasources").mkdir(parents=True, exist_ok=True)
-    written = []
+def provisioning_files(prometheus_url: str, dashboards_path: str) -> dict[str, str]:
+    """Grafana's provisioning as ``{relative path: text}``: the datasource, the dashboard provider
+    (reading ``dashboards_path``, where Grafana will see ``dashboards/json``) and the dashboards."""
     ds = {"apiVersion": 1, "datasources": [{"name": "Prometheus", "type": "prometheus", "uid": DATASOURCE_UID,
                                             "access": "proxy", "url": prometheus_url, "isDefault": True}]}
     provider = {"apiVersion": 1, "providers": [{"name": "pulsarlab", "folder": "pulsarlab", "type": "file",
-                                                "options": {"path": dashboards_path or str(json_dir.resolve())}}]}
-    for path, data in ((out / "datasources" / "prometheus.yaml", ds), (out / "dashboards" / "pulsarlab.yaml", provider)):
-        path.write_text(yaml.safe_dump(data, sort_keys=False))
-        written.append(path)
+                                                "options": {"path": dashboards_path}}]}
+    files = {"datasources/prometheus.yaml": yaml.safe_dump(ds, sort_keys=False),
+             "dashboards/pulsarlab.yaml": yaml.safe_dump(provider, sort_keys=False)}
     for uid, board in dashboards().items():
-        path = json_dir / f"{uid}.json"
-        path.write_text(json.dumps(board, indent=2) + "\n")
+        files[f"dashboards/json/{uid}.json"] = json.dumps(board, indent=2) + "\n"
+    return files
+
+
+def write_provisioning(out: Path, prometheus_url: str, dashboards_path: str | None = None) -> list[Path]:
+    """Write :func:`provisioning_files` under ``out``; by default the provider reads the dashboards
+    where they are written."""
+    json_dir = (out / "dashboards" / "json").resolve()
+    written = []
+    for rel, text in provisioning_files(prometheus_url, dashboards_path or str(json_dir)).items():
+        path = out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
         written.append(path)
     return written
