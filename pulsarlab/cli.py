@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from pulsarlab import cli_chaos, cli_report, cli_scenario, cli_tools, cli_workload, ops
+from pulsarlab import cli_chaos, cli_compose, cli_monitoring, cli_report, cli_scenario, cli_tools, cli_workload, ops
 from pulsarlab.cli_common import EXIT_CODES, JsonOpt, StateDirOpt, TopologyOpt, err, out, print_whole, reported
 from pulsarlab.cli_progress import QuietOpt, reporter
 from pulsarlab.topology import builtin_descriptions
@@ -23,6 +23,8 @@ node_app = typer.Typer(no_args_is_help=True, help="Operate one node of the runni
 app.add_typer(node_app, name="node")
 app.add_typer(cli_chaos.app, name="chaos")
 app.add_typer(cli_workload.app, name="workload")
+app.add_typer(cli_monitoring.app, name="monitoring")
+app.add_typer(cli_compose.app, name="compose")
 
 
 @app.command()
@@ -68,6 +70,7 @@ def up(
     distribution: Annotated[str | None, typer.Option(help="a pulsar-server-distribution tarball or folder")] = None,
     apply: Annotated[bool, typer.Option("--apply", help="on a running cluster, fix its differences from the topology")] = False,
     image: ImageOpt = None,
+    monitoring: Annotated[bool, typer.Option("--monitoring", help="also a Prometheus scraping every node")] = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Start a real Pulsar cluster and wait until a message goes through it.
@@ -95,6 +98,8 @@ def up(
         out.print(f"cluster {cluster.topo.name!r} ready in {result.seconds:.1f}s ({len(result.started)} nodes started)")
     for c in cluster.topo.clusters:
         out.print(f"  {c.name}: {cluster.topo.service_url(c.name)}  {cluster.topo.web_url(c.name)}")
+    if monitoring:
+        out.print(f"  Prometheus: {cli_monitoring.service.start(cluster).url}")
 
 
 @app.command()
@@ -115,6 +120,8 @@ def status(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
     out.print(table)
     for c in report["clusters"]:
         out.print(f"{c['name']}: {c['service_url']}  {c['web_url']}")
+    if report["prometheus_url"]:
+        out.print(f"Prometheus: {report['prometheus_url']}")
     if not all(n["ready"] for n in report["nodes"]):
         raise typer.Exit(3)
 
@@ -297,13 +304,16 @@ def image_build(
     distribution: Annotated[str | None, typer.Option(help="a pulsar-server-distribution tarball or folder")] = None,
     tag: Annotated[str | None, typer.Option(help="image tag (default: pulsarlab/pulsar:<version>)")] = None,
     host: Annotated[str | None, typer.Option(help="Docker engine (default: $DOCKER_HOST or scripts/docker-engine's)")] = None,
+    prometheus: Annotated[bool, typer.Option("--prometheus", help="instead: Prometheus from Debian's package")] = False,
 ) -> None:
     """Build a Pulsar image from Debian, its Java 17 and the local runtime's distribution; cached by inputs."""
     from pulsarlab.distribution import DEFAULT_VERSION
     from pulsarlab.runtime.docker.image import ensure_image
+    from pulsarlab.runtime.docker.prometheus_image import ensure_prometheus_image
 
     with reporter(err) as progress:
-        result = ensure_image(pulsar_version or DEFAULT_VERSION, distribution, tag, host, say=progress)
+        result = (ensure_prometheus_image(tag or "pulsarlab/prometheus:debian", host, say=progress) if prometheus
+                  else ensure_image(pulsar_version or DEFAULT_VERSION, distribution, tag, host, say=progress))
     if result.built:
         out.print(f"built {result.tag} ({result.image_id[:19]}) in {result.seconds:.1f}s")
     else:
@@ -334,6 +344,7 @@ for _action in ("stop", "start", "kill", "pause", "resume"):
 cli_tools.register(app)  # env, logs, doctor
 cli_report.register(app)  # report
 cli_scenario.register(app)  # scenario list|run
+cli_compose.register(app)  # attach
 
 
 def main() -> None:  # pragma: no cover - console entry

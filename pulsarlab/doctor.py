@@ -111,8 +111,18 @@ def check_docker() -> Check:
     return Check("docker", True, f"engine {e.server_version} at {e.host}, compose {e.compose_version}", required=False)
 
 
+def check_prometheus() -> Check:
+    from pulsarlab.monitoring.prometheus import INSTALL_HINT, MonitoringError, find_binary
+
+    try:
+        return Check("prometheus", True, find_binary(), required=False)
+    except MonitoringError:
+        return Check("prometheus", False, "no prometheus: only 'monitoring up' and 'up --monitoring' need it",
+                     INSTALL_HINT, required=False)
+
+
 def run(topology: str = "smoke") -> list[Check]:
     """Every check, in the order a new user needs them."""
     topo = load(topology)
     return [check_java(), check_javac(), check_maven(), check_distribution(), check_memory(topo), check_ports(topo),
-            check_docker()]
+            check_docker(), check_prometheus()]

@@ -17,6 +17,7 @@ from pulsarlab.admin.reconcile import Report
 from pulsarlab.chaos.schedule import Fault, check, run_fault
 from pulsarlab.deployment import Deployment, Say, UpResult
 from pulsarlab.errors import StateError, UsageError
+from pulsarlab.monitoring import service as monitoring
 from pulsarlab.progress import NO_PROGRESS, Reporter, reporter_of
 from pulsarlab.runtime import RUNTIMES, new_deployment, open_deployment, runtime_class
 from pulsarlab.runtime.base import timeout
@@ -166,6 +167,7 @@ def status(state_dir: Path | None) -> dict:
             {"name": c.name, "service_url": topo.service_url(c.name), "web_url": topo.web_url(c.name)}
             for c in topo.clusters
         ],
+        "prometheus_url": monitoring.url(cluster),
     }
 
 
@@ -175,7 +177,9 @@ def down(state_dir: Path | None, keep_data: bool = False, say: Say = _quiet) -> 
         return None
     if state_dir is not None and ClusterState.load(state_dir) is None:
         return None
-    return open_cluster(state_dir, say).down(keep_data)
+    cluster = open_cluster(state_dir, say)
+    monitoring.stop(cluster, clean=not keep_data)
+    return cluster.down(keep_data)
 
 
 def env(state_dir: Path | None, cluster_name: str | None = None) -> urls.ClusterEnv:

@@ -237,7 +237,9 @@ def broker_items(cluster: Deployment, name: str) -> list[Item]:
     topo = cluster.topo
     out = []
     for n in topo.nodes_of(Role.BROKER, name):
-        if rack_of(topo, n) and cluster.alive(n.name):
+        # a deployment without node logs (attached, not started by pulsarlab) cannot say; its own
+        # start order must put the racks first (compose/*.yml does)
+        if rack_of(topo, n) and cluster.log_file(n.name) is not None and cluster.alive(n.name):
             seen = broker_region_seen(cluster, n)
             out.append(Item(name, "broker-region", n.name, {"region": n.region},
                             {"region": seen} if seen is not None else {"region": None}))

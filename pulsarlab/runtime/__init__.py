@@ -14,6 +14,7 @@ from pulsarlab.topology import Topology
 RUNTIMES: dict[str, str] = {
     "local": "pulsarlab.runtime.local:LocalCluster",
     "docker": "pulsarlab.runtime.docker.cluster:DockerCluster",
+    "external": "pulsarlab.runtime.external:ExternalCluster",
 }
 """Runtime name -> ``module:class`` (imported only when used: docker needs python-on-whales)."""
 

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_exit_code_follows_the_required_checks() -> None:
     result = runner.invoke(app, ["doctor", "--json"])
     checks = json.loads(result.stdout)
-    assert [c["name"] for c in checks] == ["java", "javac", "maven", "distribution", "memory", "ports", "docker"]
+    assert [c["name"] for c in checks] == ["java", "javac", "maven", "distribution", "memory", "ports", "docker", "prometheus"]
     assert result.exit_code == (0 if all(c["ok"] for c in checks if c["required"]) else 1)
     assert all(c["fix"] for c in checks if not c["ok"]), "a missing piece without a word on what to do"
 

@@ -1,0 +1,62 @@
+"""``pulsarlab compose write``: the compose files of ``compose/`` (plain Docker Compose, no pulsarlab needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pulsarlab.cli_common import StateDirOpt, TopologyOpt, out, reported
+from pulsarlab.errors import UsageError
+from pulsarlab.ops import STATE_ROOT
+from pulsarlab.runtime.docker.standalone import write_compose_files
+from pulsarlab.runtime.external import ExternalCluster
+from pulsarlab.runtime.state import ClusterState
+from pulsarlab.topology import BUILTINS, load
+
+app = typer.Typer(no_args_is_help=True, help="Compose files that bring up a topology, configured, with plain Docker Compose.")
+
+
+@app.command("write")
+@reported
+def write_cmd(
+    topologies: Annotated[list[str] | None, typer.Argument(metavar="[TOPOLOGY]...",
+                                                           help="built-in names or YAML files (default: every built-in)")] = None,
+    out_dir: Annotated[Path, typer.Option("--out", help="where <name>.yml files go")] = Path("compose"),
+) -> None:
+    """Write <name>.yml per topology: nodes, metadata init, racks, a configure service running the
+    topology's pulsar-admin commands, Prometheus, and Grafana in the 'monitoring' profile.
+
+    Exit code: 0 written, 1 an invalid topology, 2 usage error.
+    """
+    refs = topologies or list(BUILTINS)
+    topos = {Path(r).stem if r.endswith((".yaml", ".yml")) else r: load(r) for r in refs}
+    for path in write_compose_files(topos, out_dir):
+        out.print(str(path), highlight=False)
+
+
+@reported
+def attach_cmd(
+    topology: TopologyOpt = "smoke",
+    state_dir: StateDirOpt = None,
+    wait: Annotated[float | None, typer.Option("--timeout", help="seconds to wait for each node to answer")] = None,
+) -> None:
+    """Attach to a cluster pulsarlab did not start (e.g. 'docker compose -f compose/sync.yml up')
+    at the addresses of TOPOLOGY: inspect, configure, workload, verify and monitoring then work
+    with --state-dir; node commands are refused; 'down' only detaches.
+
+    Exit code: 0 attached, 1 a node did not answer (named, with what was awaited), 2 usage error.
+    """
+    topo = load(topology)
+    state_dir = state_dir or STATE_ROOT / topo.name
+    previous = ClusterState.load(state_dir)
+    if previous is not None and previous.runtime != "external":
+        raise UsageError(f"{state_dir} holds a cluster pulsarlab started ({previous.runtime} runtime): "
+                         "choose another --state-dir")
+    nodes = ExternalCluster(topo, state_dir).attach(wait)
+    out.print(f"attached to {topo.name} ({len(nodes)} nodes answer) in {state_dir}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("attach")(attach_cmd)

@@ -1,0 +1,59 @@
+"""``pulsarlab monitoring up|status|down``: a Prometheus scraping every node, and Grafana provisioning."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from pulsarlab import ops
+from pulsarlab.cli_common import JsonOpt, StateDirOpt, out, reported
+from pulsarlab.monitoring import service
+
+app = typer.Typer(no_args_is_help=True, help="Prometheus for the running cluster (and Grafana provisioning for it).")
+
+PortOpt = Annotated[int, typer.Option("--port", help="Prometheus's port (on <prefix>.0.9, beside the nodes)")]
+
+
+@app.command("up")
+@reported
+def up_cmd(state_dir: StateDirOpt = None, port: PortOpt = service.DEFAULT_PORT, as_json: JsonOpt = False) -> None:
+    """Start Prometheus for the running cluster and wait until every node's target is up.
+
+    Running again rewrites its configuration and reloads it. Exit code: 0 every target up, 1 Prometheus
+    missing or a target still down after the timeout, 2 usage error.
+    """
+    started = service.start(ops.open_cluster(state_dir), port)
+    if as_json:
+        print(json.dumps(asdict(started), indent=2))
+        return
+    out.print(f"Prometheus {started.url} ({len(started.targets)} targets up); Grafana provisioning in {started.grafana}")
+
+
+@app.command("status")
+@reported
+def status_cmd(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
+    """Prometheus's URL and every scrape target's health. Exit code 3 when it is not running or a target is down."""
+    report = service.status(ops.open_cluster(state_dir))
+    if as_json:
+        print(json.dumps(asdict(report), indent=2))
+    elif report.url is None:
+        out.print("Prometheus is not running (start it with 'pulsarlab monitoring up')")
+    else:
+        table = Table("node", "job", "instance", "health", "last error", title=f"Prometheus {report.url}")
+        for t in report.targets:
+            table.add_row(t.node, t.job, t.instance, t.health, t.last_error or "-")
+        out.print(table)
+    if report.url is None or any(t.health != "up" for t in report.targets):
+        raise typer.Exit(3)
+
+
+@app.command("down")
+@reported
+def down_cmd(state_dir: StateDirOpt = None) -> None:
+    """Stop Prometheus (its data stays until 'pulsarlab down'). Nothing running is not an error."""
+    stopped = service.stop(ops.open_cluster(state_dir))
+    out.print("Prometheus stopped" if stopped else "nothing to stop: Prometheus was not running")

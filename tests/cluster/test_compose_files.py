@@ -1,0 +1,129 @@
+"""``compose/sync.yml`` under plain Docker Compose, no pulsarlab in the loop: the one-shot
+configuration exits 0, every broker knows its region from its first start, placement is proven by
+``pulsarlab attach`` + ``inspect placement`` against its URLs, Prometheus has every node up, and a
+second ``up`` changes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from pulsarlab.cli import app
+from pulsarlab.distribution import DEFAULT_VERSION
+from pulsarlab.monitoring.prometheus import Prometheus
+from pulsarlab.runtime.docker import image
+from pulsarlab.runtime.docker.prometheus_image import TAG as PROMETHEUS_TAG
+from pulsarlab.runtime.docker.prometheus_image import ensure_prometheus_image
+from pulsarlab.runtime.docker.standalone import write_compose_files
+from pulsarlab.runtime.external import ExternalCluster
+from pulsarlab.topology import BUILTIN_DIR, BUILTINS, Role, load
+from tests.cluster.test_sync import _produce, assert_placed_in_both_regions
+
+pytestmark = pytest.mark.cluster
+REPO = Path(__file__).resolve().parents[2]
+CONFIGURE_TIMEOUT_S = 900
+
+
+def compose(file: Path, host: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DOCKER_HOST": host, "PULSARLAB_IMAGE": image.default_tag(DEFAULT_VERSION),
+           "PULSARLAB_PROMETHEUS_IMAGE": PROMETHEUS_TAG}
+    return subprocess.run(["docker", "compose", "-f", str(file), *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+
+
+def configure_exit(file: Path, host: str) -> int:
+    """Wait for the one-shot ``configure`` service to exit; its exit code."""
+    deadline = time.monotonic() + CONFIGURE_TIMEOUT_S
+    while time.monotonic() < deadline:
+        ps = compose(file, host, "ps", "-a", "--format", "json", "configure").stdout.strip().splitlines()
+        states = [json.loads(line) for line in ps if line.strip()]
+        if states and states[0]["State"] == "exited":
+            return int(states[0]["ExitCode"])
+        time.sleep(3)
+    tail = compose(file, host, "logs", "--tail", "30", "configure").stdout
+    raise AssertionError(f"configure did not exit within {CONFIGURE_TIMEOUT_S}s; its last lines:\n{tail}")
+
+
+@pytest.fixture(scope="module")
+def compose_sync(docker_host: str, cluster_pool, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    """compose/sync.yml up (re-rendered at the lane's addresses when tests run beside another cluster)."""
+    cluster_pool.close()  # the nodes bind the addresses the local clusters use
+    image.ensure_image(host=docker_host)
+    ensure_prometheus_image(host=docker_host)
+    root = tmp_path_factory.mktemp("compose")
+    prefix = os.environ.get("PULSARLAB_TEST_ADDRESS_PREFIX")
+    file = REPO / "compose" / "sync.yml"
+    if prefix:
+        topo_file = root / "sync.yaml"
+        spec = yaml.safe_load((BUILTIN_DIR / "sync.yaml").read_text())
+        topo_file.write_text(yaml.safe_dump({**spec, "address_prefix": prefix}))
+        [file] = write_compose_files({"sync": load(str(topo_file))}, root)
+    t0 = time.monotonic()
+    up = compose(file, docker_host, "up", "-d")
+    try:
+        assert up.returncode == 0, up.stderr[-3000:]
+        code = configure_exit(file, docker_host)
+        print(f"compose/sync.yml: up -d and configure done in {time.monotonic() - t0:.1f}s")
+        assert code == 0, compose(file, docker_host, "logs", "configure").stdout[-4000:]
+        yield file, docker_host
+    finally:
+        down = compose(file, docker_host, "down", "-v", "--timeout", "20")
+        assert down.returncode == 0, down.stderr[-2000:]
+        left = compose(file, docker_host, "ps", "-a", "-q").stdout.strip()
+        assert left == "", f"containers left after down: {left}"
+
+
+def test_every_compose_file_is_accepted_by_compose(docker_host: str) -> None:
+    for name in BUILTINS:
+        done = compose(REPO / "compose" / f"{name}.yml", docker_host, "config", "-q", timeout=60)
+        assert done.returncode == 0, f"compose/{name}.yml: {done.stderr}"
+
+
+def test_plain_compose_gives_the_configured_stretch_cluster(compose_sync: tuple[Path, str], tmp_path: Path) -> None:
+    file, host = compose_sync
+    topo = load(str(file.parent / "sync.yaml")) if (file.parent / "sync.yaml").is_file() else load("sync")
+    for b in topo.nodes_of(Role.BROKER):  # racks were in place before any broker's BookKeeper client started
+        log = compose(file, host, "logs", "--no-log-prefix", b.name).stdout
+        seen = re.findall(r"Initialize rackaware ensemble placement policy @ <Bookie:[^>]+> @ (\S+) ", log)
+        assert seen and seen[0].strip("/").split("/")[0] == b.region, (b.name, seen)
+
+    state = tmp_path / "attached"
+    topo_ref = str(file.parent / "sync.yaml") if (file.parent / "sync.yaml").is_file() else "sync"
+    r = CliRunner().invoke(app, ["attach", "--topology", topo_ref, "--state-dir", str(state), "--timeout", "120"])
+    assert r.exit_code == 0, r.output
+    assert CliRunner().invoke(app, ["configure", "--dry-run", "--state-dir", str(state), "--json"]).exit_code == 0
+    report = json.loads(CliRunner().invoke(app, ["configure", "--dry-run", "--state-dir", str(state), "--json"]).stdout)
+    assert report["changes"] == [], report  # what the one-shot applied is what pulsarlab would have
+    cluster = ExternalCluster.open(state)
+    topic = f"persistent://mytenant/eu/compose-{uuid.uuid4().hex[:8]}"
+    _produce(cluster, [f"c-{i}".encode() for i in range(200)], topic)
+    assert_placed_in_both_regions(cluster, topic)
+    refused = CliRunner().invoke(app, ["node", "stop", "bk1-eu", "--state-dir", str(state)])
+    assert refused.exit_code != 0 and "attached" in refused.output
+
+    targets = Prometheus(topo, state).wait_targets_up(120)  # the compose file's Prometheus, at the same address
+    assert sorted(t.node for t in targets if t.health == "up") == sorted(n.name for n in topo.nodes)
+
+
+def test_a_second_up_changes_nothing(compose_sync: tuple[Path, str]) -> None:
+    file, host = compose_sync
+    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+    again = compose(file, host, "up", "-d")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "Recreate" not in again.stderr, again.stderr  # no node container replaced
+    assert configure_exit(file, host) == 0
+    log = compose(file, host, "logs", "--no-log-prefix", "--since", since, "configure").stdout
+    assert "applied and read back" in log
+    writes = [ln for ln in log.splitlines() if ln.startswith("configure: ") and "bin/pulsar-admin" not in ln
+              and not ln.startswith(("configure: reading", "configure: topology"))]
+    assert writes == [], writes

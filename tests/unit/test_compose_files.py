@@ -1,0 +1,101 @@
+"""``compose/*.yml`` without an engine: the files in the repository are exactly what pulsarlab
+renders, their configuration merge gives what the docker runtime writes, and the configure
+script parses Pulsar's own JSON answers as the reconciler compares them."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pulsarlab.admin import commands
+from pulsarlab.render import CONF_FILE, merge_properties, parse_properties, render_node
+from pulsarlab.runtime.docker.compose import CONTAINER
+from pulsarlab.runtime.docker.standalone import MERGE_SCRIPT, compose_file_text
+from pulsarlab.topology import BUILTINS, Role, load
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_the_committed_compose_file_is_what_pulsarlab_renders(name: str) -> None:
+    committed = REPO / "compose" / f"{name}.yml"
+    assert committed.is_file(), f"compose/{name}.yml is missing: run 'pulsarlab compose write --out compose'"
+    assert committed.read_text() == compose_file_text(load(name), name), (
+        f"compose/{name}.yml drifted from its topology or templates: run 'pulsarlab compose write --out compose'")
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_every_node_is_a_service_started_after_what_it_needs(name: str) -> None:
+    topo = load(name)
+    doc = yaml.safe_load((REPO / "compose" / f"{name}.yml").read_text())
+    services = doc["services"]
+    assert {n.name for n in topo.nodes} <= set(services)
+    assert socket.gethostname() not in (REPO / "compose" / f"{name}.yml").read_text()  # nothing of this machine
+    for b in topo.nodes_of(Role.BROKER):
+        needs = services[b.name]["depends_on"]
+        assert {n.name for n in topo.nodes_of(Role.BOOKIE)} <= set(needs)
+    bookies_first = [services[b.name]["depends_on"] for b in topo.nodes_of(Role.BOOKIE)]
+    assert any("racks" in d for d in bookies_first)  # racks are in place before any broker's client starts
+    assert set(services["configure"]["depends_on"]) == {b.name for b in topo.nodes_of(Role.BROKER)}
+    assert "profiles" not in services["prometheus"] and services["grafana"]["profiles"] == ["monitoring"]
+
+
+def test_the_container_merge_writes_the_keys_the_docker_runtime_writes(tmp_path: Path) -> None:
+    base = "# shipped\nclusterName=\nfoo = 1\n#brokerServicePort=6650\nbrokerServicePort=6650\nkeep=me\n"
+    topo = load("sync")
+    node = topo.node("pulsar1-eu")
+    overlay = next(t for p, t in render_node(topo, node, CONTAINER).items() if p.name == CONF_FILE[Role.BROKER])
+    (tmp_path / "overlay").write_text(overlay)
+    (tmp_path / "conf").write_text(base)
+    script = tmp_path / "merge"
+    script.write_text(MERGE_SCRIPT)
+    for _ in range(2):  # a restarted container merges again: nothing changes
+        subprocess.run(["bash", str(script), str(tmp_path / "overlay"), str(tmp_path / "conf")], check=True)
+    merged = (tmp_path / "conf").read_text()
+    expected = merge_properties(base, parse_properties(overlay), "header")
+    assert parse_properties(merged) == parse_properties(expected)
+    assert [ln for ln in merged.splitlines() if ln.startswith("#")] == ["# shipped", "#brokerServicePort=6650"]
+    assert merged.splitlines()[5] == "keep=me" and merged.count("brokerServicePort=") == 2  # one is the comment
+
+
+HELPERS_DOC = {  # Pulsar 4.0.8's answers, whitespace as pulsar-admin prints it
+    "policy": '{\n  "namespaces" : [ "mytenant/eu" ],\n  "primary" : [ "127\\\\.3\\\\.1\\\\.5(:\\\\d+)?", '
+              '"127\\\\.3\\\\.1\\\\.4(:\\\\d+)?" ],\n  "secondary" : [ ".*" ],\n  "auto_failover_policy" : {\n'
+              '    "parameters" : {\n      "min_limit" : "1",\n      "usage_threshold" : "100"\n    },\n'
+              '    "policy_type" : "min_available"\n  }\n}',
+    "racks": '{\n  "eu" : {\n    "127.3.1.2:3181" : {\n      "rack" : "eu/1"\n    }\n  }\n}',
+}
+
+
+def _bash(script: str) -> str:
+    return subprocess.run(["bash", "-c", commands.HELPERS + script], capture_output=True, text=True, check=True).stdout
+
+
+def test_the_configure_script_reads_pulsar_admin_json_as_the_reconciler_compares_it() -> None:
+    pol = HELPERS_DOC["policy"]
+    got = _bash(f"pol=$(strip <<'EOF'\n{pol}\nEOF\n)\n"
+                'echo "$(j_list namespaces "$pol");$(j_list primary "$pol");$(j_value policy_type "$pol");'
+                '$(j_value min_limit "$pol")"')
+    want = ";".join([commands._sorted_csv(["mytenant/eu"]),
+                     commands._sorted_csv([r"127\.3\.1\.4(:\d+)?", r"127\.3\.1\.5(:\d+)?"]), "min_available", "1"])
+    assert got.strip() == want
+    racks = HELPERS_DOC["racks"]
+    got = _bash(f"racks=$(strip <<'EOF'\n{racks}\nEOF\n)\n"
+                'j_value rack "$(grep -o \'"127.3.1.2:3181":{[^}]*}\' <<<"$racks")"')
+    assert got.strip() == "eu/1"
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_the_configure_script_is_valid_bash_and_writes_only_through_write(name: str) -> None:
+    script = commands.configure_script(load(name))
+    subprocess.run(["bash", "-n"], input=script, text=True, check=True)
+    calls = re.findall(r"(\S+) bin/pulsar-admin --admin-url \"\$URL\" ((?:\S+ ){1,2})", script)
+    mutating = ("set-bookie-rack", "create", "update", "set-clusters", "set-persistence", "set ")
+    writes = [(before, verb) for before, verb in calls if any(m in verb for m in mutating)]
+    assert writes and all(before == "write" for before, _ in writes), writes
+    assert all(before != "write" for before, verb in calls if not any(m in verb for m in mutating))
