@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from pulsarlab import cli_chaos, cli_report, cli_scenario, cli_tools, ops
+from pulsarlab import cli_chaos, cli_report, cli_scenario, cli_security, cli_tools, ops
 from pulsarlab.cli_common import EXIT_CODES, JsonOpt, StateDirOpt, TopologyOpt, err, out, reported
 from pulsarlab.errors import UsageError
 from pulsarlab.topology import builtin_descriptions
@@ -72,13 +72,15 @@ def up(
     distribution: Annotated[str | None, typer.Option(help="a pulsar-server-distribution tarball or folder")] = None,
     apply: Annotated[bool, typer.Option("--apply", help="on a running cluster, fix its differences from the topology")] = False,
     image: ImageOpt = None,
+    secure: Annotated[bool, typer.Option("--secure", help="token auth, authorization and TLS (docs/security.md)")] = False,
 ) -> None:
     """Start a real Pulsar cluster and wait until a message goes through it.
 
     On a cluster already running nothing starts and nothing changes: its differences from the
     topology are listed (fixed only with --apply, or by 'pulsarlab configure').
     """
-    result, cluster = ops.up(topology, runtime, state_dir, distribution, say=_say, apply=apply, image=image)
+    result, cluster = ops.up(topology, runtime, state_dir, distribution, say=_say, apply=apply, image=image,
+                             secure=secure)
     if result.already_running:
         if not result.drift:
             out.print(f"cluster {cluster.topo.name!r} is already running in {cluster.state_dir}; it matches its topology")
@@ -378,6 +380,7 @@ for _action in ("stop", "start", "kill", "pause", "resume"):
 
 
 cli_tools.register(app)  # env, logs, doctor
+cli_security.register(app)  # token create, grant
 cli_report.register(app)  # report
 cli_scenario.register(app)  # scenario list|run
 

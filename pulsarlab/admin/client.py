@@ -12,12 +12,16 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urljoin
 
 import requests
 
 from pulsarlab.errors import PulsarlabError
+from pulsarlab.security import ClientAuth
+
+if TYPE_CHECKING:
+    from pulsarlab.deployment import Deployment
 
 REDIRECTS = (301, 302, 303, 307, 308)
 _UNSET: Any = object()
@@ -113,6 +117,12 @@ def parse_ensembles(metadata: str | None) -> dict[int, list[str]]:
     return out
 
 
+def admin_of(cluster: Deployment, name: str, **options: Any) -> AdminClient:
+    """An admin client of cluster ``name`` of a deployment, at a broker that answers now, with
+    the deployment's admin credentials when it is secure."""
+    return AdminClient(cluster.admin_url(name), auth=cluster.client_auth(), **options)
+
+
 class AdminClient:
     """Calls against one broker's web service URL, e.g. ``http://127.0.1.4:8080``."""
 
@@ -125,6 +135,7 @@ class AdminClient:
         backoff: float = 0.5,
         headers: dict[str, str] | None = None,
         max_redirects: int = 5,
+        auth: ClientAuth | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
@@ -133,6 +144,9 @@ class AdminClient:
         self.max_redirects = max_redirects
         self.session = requests.Session()
         self.session.headers.update(headers or {})
+        if auth is not None:  # a secure cluster: bearer token on every call, the CA verifies the broker
+            self.session.headers.update(auth.headers())
+            self.session.verify = auth.verify
 
     # ----- transport ---------------------------------------------------------------------------
     def request(
@@ -251,6 +265,15 @@ class AdminClient:
 
     def set_replication(self, namespace: str, clusters: list[str]) -> None:
         self.request("POST", f"/admin/v2/namespaces/{namespace}/replication", body=clusters, idempotent=True)
+
+    def permissions(self, namespace: str) -> dict[str, list[str]] | None:
+        """Roles granted on a namespace and their actions (``produce``, ``consume``...); None if no namespace."""
+        return self.get_json(f"/admin/v2/namespaces/{namespace}/permissions", missing=(404,))
+
+    def grant(self, namespace: str, role: str, actions: list[str]) -> None:
+        """Grant ``role`` the ``actions`` on a namespace (replaces what the role had there)."""
+        self.request("POST", f"/admin/v2/namespaces/{namespace}/permissions/{quote(role, safe='')}",
+                     body=sorted(actions), idempotent=True)
 
     def persistence(self, namespace: str) -> dict[str, Any] | None:
         return self.get_json(f"/admin/v2/namespaces/{namespace}/persistence", missing=(404,))
