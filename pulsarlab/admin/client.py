@@ -144,9 +144,11 @@ class AdminClient:
         self.max_redirects = max_redirects
         self.session = requests.Session()
         self.session.headers.update(headers or {})
+        # per call, not on the session: requests lets REQUESTS_CA_BUNDLE override a session's verify
+        self.verify: str | bool = True
         if auth is not None:  # a secure cluster: bearer token on every call, the CA verifies the broker
             self.session.headers.update(auth.headers())
-            self.session.verify = auth.verify
+            self.verify = auth.verify
 
     # ----- transport ---------------------------------------------------------------------------
     def request(
@@ -193,7 +195,8 @@ class AdminClient:
     ) -> requests.Response:
         for _ in range(self.max_redirects + 1):
             r = self.session.request(
-                method, url, data=data, params=params, headers=headers, timeout=self.timeout, allow_redirects=False
+                method, url, data=data, params=params, headers=headers, timeout=self.timeout, allow_redirects=False,
+                verify=self.verify,
             )
             location = r.headers.get("Location")
             if r.status_code not in REDIRECTS or not location:
@@ -306,7 +309,9 @@ class AdminClient:
     # ----- topics --------------------------------------------------------------------------------
     def lookup(self, topic: str) -> Lookup:
         data = self.get_json(f"/lookup/v2/topic/{encode_topic(topic)}")
-        return Lookup(data.get("brokerUrl", ""), data.get("httpUrl", ""))
+        # a TLS-only broker answers only the *Tls URLs
+        return Lookup(data.get("brokerUrl") or data.get("brokerUrlTls") or "",
+                      data.get("httpUrl") or data.get("httpUrlTls") or "")
 
     def create_topic(self, topic: str, partitions: int = 0) -> None:
         """Create a topic (partitioned when ``partitions`` > 0); an existing one is left as it is."""

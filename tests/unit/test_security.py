@@ -22,7 +22,7 @@ from pulsarlab.errors import TopologyError, UsageError
 from pulsarlab.ops import load_topology
 from pulsarlab.render import parse_properties, render
 from pulsarlab.runtime.docker.compose import render_compose
-from pulsarlab.security import commands, material
+from pulsarlab.security import ClientAuth, commands, material
 from pulsarlab.topology import BUILTIN_DIR, Role, Security, Topology, load, parse
 
 
@@ -256,3 +256,22 @@ def test_token_create_on_an_open_cluster_is_one_clear_error(tmp_path: Path, monk
     monkeypatch.setattr("pulsarlab.ops.open_cluster", lambda state_dir, say=None: fake)
     r = CliRunner().invoke(app, ["token", "create", "alice"])
     assert r.exit_code == 1 and "not secure" in r.output and "Traceback" not in r.output
+
+
+def test_admin_client_sends_the_token_and_verifies_with_the_ca_despite_requests_ca_bundle(
+        tmp_path: Path, monkeypatch) -> None:
+    from pulsarlab.admin.client import AdminClient
+
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")  # would win over session.verify
+    token, ca = tmp_path / "t.token", tmp_path / "ca.pem"
+    token.write_text("abc.def.ghi\n")
+    seen: dict = {}
+
+    def fake(method, url, **kw):
+        seen.update(kw, headers={**admin.session.headers, **kw["headers"]})
+        return SimpleNamespace(status_code=200, headers={}, ok=True, url=url, content=b"", text="")
+
+    admin = AdminClient("https://127.0.1.5:8080", auth=ClientAuth(token, ca))
+    monkeypatch.setattr(admin.session, "request", fake)
+    admin.request("GET", "/admin/v2/tenants")
+    assert seen["verify"] == str(ca) and seen["headers"]["Authorization"] == "Bearer abc.def.ghi"
