@@ -57,9 +57,10 @@ def render_cmd(
     runtime: Annotated[str, typer.Option(help="local or docker")] = "local",
     distribution: Annotated[str | None, typer.Option(help="start from this distribution's conf/")] = None,
     image: ImageOpt = None,
+    secure: Annotated[bool, typer.Option("--secure", help="with the secure profile (keys are made by 'up')")] = False,
 ) -> None:
     """Render every node's configuration without starting anything."""
-    files = ops.render_topology(topology, out_dir, runtime, distribution, image)
+    files = ops.render_topology(topology, out_dir, runtime, distribution, image, secure)
     out.print(f"rendered {len(files)} files into {out_dir}")
 
 

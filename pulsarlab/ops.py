@@ -62,10 +62,11 @@ def _runtime_options(runtime: str, image: str | None) -> dict[str, str]:
 
 
 def render_topology(
-    topology: str, out_dir: Path, runtime: str = "local", dist: str | None = None, image: str | None = None
+    topology: str, out_dir: Path, runtime: str = "local", dist: str | None = None, image: str | None = None,
+    secure: bool = False,
 ) -> list[Path]:
     _runtime_options(runtime, image)
-    topo = load(topology)
+    topo = load_topology(topology, secure)
     resolved = distribution.resolve(dist) if dist else None
     base = resolved.conf if resolved else None
     if runtime == "docker":  # the nodes' configuration with container paths, plus the compose file

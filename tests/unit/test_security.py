@@ -275,3 +275,11 @@ def test_admin_client_sends_the_token_and_verifies_with_the_ca_despite_requests_
     monkeypatch.setattr(admin.session, "request", fake)
     admin.request("GET", "/admin/v2/tenants")
     assert seen["verify"] == str(ca) and seen["headers"]["Authorization"] == "Bearer abc.def.ghi"
+
+
+def test_render_secure_from_the_cli(tmp_path: Path) -> None:
+    r = CliRunner().invoke(app, ["render", "--topology", "geo", "--out", str(tmp_path), "--secure"])
+    assert r.exit_code == 0, r.output
+    b = parse_properties((tmp_path / "nodes" / "pulsar2-us" / "conf" / "broker.conf").read_text())
+    assert b["authenticationEnabled"] == "true" and b["brokerServicePortTls"] == "6650"
+    assert yaml.safe_load((tmp_path / "topology.yaml").read_text())["security"]["tls"] is True
