@@ -155,7 +155,7 @@ def test_env_points_pulsar_admin_at_the_secure_cluster(secure_smoke: LocalCluste
     if secure_smoke.distribution().java.home:
         run_env["JAVA_HOME"] = str(secure_smoke.distribution().java.home)
     r = subprocess.run([str(admin), "namespaces", "list", "smoke"], env=run_env, capture_output=True, text=True,
-                       timeout=120)
+                       timeout=300)  # a JVM start on a loaded machine
     assert r.returncode == 0, r.stdout + r.stderr
     assert NS in r.stdout
 
