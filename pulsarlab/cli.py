@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from pulsarlab import cli_chaos, cli_compose, cli_monitoring, cli_report, cli_scenario, cli_tools, cli_workload, ops
+from pulsarlab import cli_chaos, cli_compose, cli_monitoring, cli_report, cli_scenario, cli_security, cli_tools, cli_workload, ops
 from pulsarlab.cli_common import EXIT_CODES, JsonOpt, StateDirOpt, TopologyOpt, err, out, print_whole, reported
 from pulsarlab.cli_progress import QuietOpt, reporter
 from pulsarlab.topology import builtin_descriptions
@@ -55,9 +55,10 @@ def render_cmd(
     runtime: Annotated[str, typer.Option(help="local or docker")] = "local",
     distribution: Annotated[str | None, typer.Option(help="start from this distribution's conf/")] = None,
     image: ImageOpt = None,
+    secure: Annotated[bool, typer.Option("--secure", help="with the secure profile (keys are made by 'up')")] = False,
 ) -> None:
     """Render every node's configuration without starting anything."""
-    files = ops.render_topology(topology, out_dir, runtime, distribution, image)
+    files = ops.render_topology(topology, out_dir, runtime, distribution, image, secure)
     out.print(f"rendered {len(files)} files into {out_dir}")
 
 
@@ -72,6 +73,7 @@ def up(
     image: ImageOpt = None,
     monitoring: Annotated[bool, typer.Option("--monitoring", help="also a Prometheus scraping every node")] = False,
     quiet: QuietOpt = False,
+    secure: Annotated[bool, typer.Option("--secure", help="token auth, authorization and TLS (docs/security.md)")] = False,
 ) -> None:
     """Start a real Pulsar cluster and wait until a message goes through it.
 
@@ -81,7 +83,8 @@ def up(
     topology are listed (fixed only with --apply, or by 'pulsarlab configure').
     """
     with reporter(err, quiet) as progress:
-        result, cluster = ops.up(topology, runtime, state_dir, distribution, say=progress, apply=apply, image=image)
+        result, cluster = ops.up(topology, runtime, state_dir, distribution, say=progress, apply=apply, image=image,
+                                   secure=secure)
     if result.already_running:
         if not result.drift:
             out.print(f"cluster {cluster.topo.name!r} is already running in {cluster.state_dir}; it matches its topology")
@@ -342,6 +345,7 @@ for _action in ("stop", "start", "kill", "pause", "resume"):
 
 
 cli_tools.register(app)  # env, logs, doctor
+cli_security.register(app)  # token create, grant
 cli_report.register(app)  # report
 cli_scenario.register(app)  # scenario list|run
 cli_compose.register(app)  # attach

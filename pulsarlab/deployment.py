@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from pulsarlab.distribution import Distribution
+    from pulsarlab.security import ClientAuth
     from pulsarlab.topology import Topology
 
 Say = Callable[[str], None]
@@ -79,6 +80,10 @@ class Deployment(Protocol):
         ...
 
     def endpoints(self) -> list[NodeEndpoint]: ...
+
+    def client_auth(self, role: str | None = None) -> ClientAuth | None:
+        """A client's token file and CA on a secure deployment (default role: the admin); None when open."""
+        ...
 
     # -- node control -----------------------------------------------------------------------
     def alive(self, name: str) -> bool: ...

@@ -12,7 +12,7 @@ import yaml
 from pulsarlab import distribution, urls
 from pulsarlab import render as rendering
 from pulsarlab.admin import metrics, placement, reconcile, replication
-from pulsarlab.admin.client import AdminClient
+from pulsarlab.admin.client import admin_of
 from pulsarlab.admin.reconcile import Report
 from pulsarlab.chaos.schedule import Fault, check, run_fault
 from pulsarlab.deployment import Deployment, Say, UpResult
@@ -24,7 +24,8 @@ from pulsarlab.runtime.base import timeout
 from pulsarlab.runtime.roundtrip import client as pulsar_client
 from pulsarlab.runtime.roundtrip import roundtrip
 from pulsarlab.runtime.state import ClusterState
-from pulsarlab.topology import load, namespace_clusters
+from pulsarlab.security import ClientAuth
+from pulsarlab.topology import Security, Topology, load, namespace_clusters
 from pulsarlab.workload.manifest import new_run_id
 from pulsarlab.workload.run import Target, Workload, WorkloadConfig, WorkloadResult
 
@@ -63,10 +64,11 @@ def _runtime_options(runtime: str, image: str | None) -> dict[str, str]:
 
 
 def render_topology(
-    topology: str, out_dir: Path, runtime: str = "local", dist: str | None = None, image: str | None = None
+    topology: str, out_dir: Path, runtime: str = "local", dist: str | None = None, image: str | None = None,
+    secure: bool = False,
 ) -> list[Path]:
     _runtime_options(runtime, image)
-    topo = load(topology)
+    topo = load_topology(topology, secure)
     resolved = distribution.resolve(dist) if dist else None
     base = resolved.conf if resolved else None
     if runtime == "docker":  # the nodes' configuration with container paths, plus the compose file
@@ -89,18 +91,20 @@ def e2e_check(cluster: Deployment) -> None:
         topic = default_topic(cluster, c.name, "ready")
         with progress.step(f"e2e-{c.name}", f"cluster {c.name}: a message through {topic}", "producing and consuming",
                            "produced and consumed"):
-            roundtrip(c.name, topo.service_url(c.name), timeout("e2e"), topic=topic)
+            roundtrip(c.name, topo.service_url(c.name), timeout("e2e"), topic=topic,
+                      auth=cluster.client_auth())
 
 
 def up(
     topology: str, runtime: str = "local", state_dir: Path | None = None, dist: str | None = None, say: Say = _quiet,
-    apply: bool = True, image: str | None = None,
+    apply: bool = True, image: str | None = None, secure: bool = False,
 ) -> tuple[UpResult, Deployment]:
     """Bring the topology up. On a cluster already running, nothing starts; its differences from
     the topology are fixed if ``apply``, else only reported (``result.drift``). ``image``: the
-    docker runtime's Pulsar image (default: the one ``pulsarlab image build`` makes)."""
+    docker runtime's Pulsar image (default: the one ``pulsarlab image build`` makes). ``secure``:
+    the secure profile's defaults for a topology without a ``security:`` section."""
     options = _runtime_options(runtime, image)
-    topo = load(topology)
+    topo = load_topology(topology, secure)
     state_dir = state_dir or STATE_ROOT / topo.name
     cluster = new_deployment(topo, state_dir, runtime, say, **options)
     if all(cluster.alive(n.name) for n in topo.nodes) and ClusterState.load(state_dir) is not None:
@@ -114,6 +118,15 @@ def up(
     # configure as soon as one broker is up: the others then start with their racks in place and
     # need no restart to learn their region
     return cluster.up(check=e2e_and_configure, seed=lambda c: configure_cluster(c, say=c.say)), cluster
+
+
+def load_topology(topology: str, secure: bool = False) -> Topology:
+    """A topology by name or file; with ``secure``, the secure profile on (its defaults unless the
+    topology has a ``security:`` section of its own)."""
+    topo = load(topology)
+    if secure and topo.security is None:
+        topo.security = Security()
+    return topo
 
 
 def e2e_and_configure(cluster: Deployment) -> None:
@@ -226,11 +239,14 @@ def workload_target(
     for c in (name, consume_cluster):
         if c is not None and c not in reads:
             raise StateError(f"{topic} is not on cluster {c}: its namespace lives on {', '.join(reads)}")
+    sec = topo.security
     return Target(name, topo.service_url(name), region, {c: topo.service_url(c) for c in reads},
                   {c: topo.web_url(c) for c in reads}, consume_cluster,
                   topo.service_url(consume_cluster) if consume_cluster else None,
                   sorted(reads) if ns is not None and len(reads) > 1 else [],
-                  replicated_subscription=ns is not None and ns.replicated_subscriptions)
+                  replicated_subscription=ns is not None and ns.replicated_subscriptions,
+                  auth=cluster.client_auth(sec.workload_role) if sec else None,
+                  admin_auth=cluster.client_auth() if sec else None)
 
 
 def topic_namespace(cluster: Deployment, topic: str):
@@ -252,7 +268,7 @@ def prepare_topic(cluster: Deployment, target: Target, cfg: WorkloadConfig) -> N
     """Create the topic (partitioned if asked) on every cluster it lives on and, if asked, turn
     broker-side deduplication on."""
     for name in [target.cluster, *(c for c in target.read_clusters if c != target.cluster)]:
-        admin = AdminClient(cluster.admin_url(name))
+        admin = admin_of(cluster, name)
         admin.create_topic(cfg.topic, cfg.partitions)
         if cfg.deduplication:
             admin.set_deduplication("/".join(cfg.topic.removeprefix("persistent://").split("/")[:2]), True)
@@ -278,18 +294,18 @@ def workload_run(
 
     with contextlib.ExitStack() as audits:
         for url in target.read_clusters.values() or [target.service_url]:
-            audits.enter_context(audit_subscription(url, cfg.topic))
+            audits.enter_context(audit_subscription(url, cfg.topic, auth=target.auth))
         return Workload(cfg, target, out, cluster.distribution(), run_id).run(
             tick, after_send=caught_up if target.replication else None, progress=progress
         )
 
 
 @contextlib.contextmanager
-def audit_subscription(service_url: str, topic: str, name: str = "pulsarlab-audit"):
+def audit_subscription(service_url: str, topic: str, name: str = "pulsarlab-audit", auth: ClientAuth | None = None):
     """Hold a durable subscription at the earliest position for the whole run, so that ledgers
     every other subscription has acknowledged are not trimmed before the storage view is read
     (without it, default retention deletes them and the read-back would call them lost)."""
-    c = pulsar_client(service_url)
+    c = pulsar_client(service_url, auth=auth)
     try:
         c.subscribe(topic, name, initial_position=pulsar.InitialPosition.Earliest).close()
     finally:
@@ -297,7 +313,7 @@ def audit_subscription(service_url: str, topic: str, name: str = "pulsarlab-audi
     try:
         yield
     finally:
-        c = pulsar_client(service_url)
+        c = pulsar_client(service_url, auth=auth)
         try:
             c.subscribe(topic, name).unsubscribe()
         except Exception:  # noqa: BLE001 - best effort: a leftover subscription only keeps data longer

@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from pulsarlab.security.material import SECURITY_DIR, SecurityFiles
 from pulsarlab.topology import Node, Role, Topology
 
 TEMPLATES_DIR = Path(os.environ.get("PULSARLAB_TEMPLATES", Path(__file__).resolve().parent / "templates"))
@@ -101,8 +102,11 @@ def merge_properties(base: str, overrides: dict[str, str], header: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_node(topo: Topology, node: Node, dirs: NodeDirs, base_conf: Path | None = None) -> dict[Path, str]:
-    """The files of one node: its server configuration and its log configuration."""
+def render_node(
+    topo: Topology, node: Node, dirs: NodeDirs, base_conf: Path | None = None, security_root: Path | None = None
+) -> dict[Path, str]:
+    """The files of one node: its server configuration and its log configuration. ``security_root``:
+    where the node finds the secure profile's material (default: ``security/`` beside ``nodes/``)."""
     env = _env()
     cluster = topo.cluster(node.cluster) if node.cluster else None
     ctx = {
@@ -117,6 +121,8 @@ def render_node(topo: Topology, node: Node, dirs: NodeDirs, base_conf: Path | No
         "bookkeeper_metadata_uri": bookkeeper_metadata_uri(topo, node.cluster) if node.cluster else "",
         "log_file": dirs.log_file,
         "log_level": "info",
+        "security": topo.security,
+        "sec": SecurityFiles(security_root or dirs.root.parent.parent / SECURITY_DIR),
     }
     name = CONF_FILE[node.role]
     text = env.get_template(f"{name}.j2").render(**ctx)

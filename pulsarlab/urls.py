@@ -1,7 +1,9 @@
 """Where a running deployment answers, as environment variables and a Java ``client.conf``.
 
 ``pulsarlab env`` prints these so that ``eval "$(pulsarlab env)"`` points a shell, the Pulsar
-clients and the distribution's ``bin/pulsar-admin`` / ``bin/pulsar-perf`` at the cluster.
+clients and the distribution's ``bin/pulsar-admin`` / ``bin/pulsar-perf`` at the cluster. On a
+secure cluster they name the admin token's file and the CA (never the token), and ``client.conf``
+carries ``authPlugin``/``authParams=file:...`` and ``tlsTrustCertsFilePath``.
 """
 
 from __future__ import annotations
@@ -47,11 +49,17 @@ def cluster_env(cluster: Deployment, name: str | None = None) -> ClusterEnv:
         raise UsageError(f"no cluster {chosen!r} in topology {topo.name!r} (clusters: {', '.join(names)})")
     urls = {n: (topo.service_url(n), admin_url(cluster, n)) for n in names}
     conf = cluster.state_dir / CLIENT_CONF
-    conf.write_text(
-        f"# written by pulsarlab env for cluster {chosen} of {topo.name}\n"
-        f"webServiceUrl={urls[chosen][1]}\nbrokerServiceUrl={urls[chosen][0]}\n"
-    )
+    auth = cluster.client_auth() if topo.security is not None else None
+    lines = [f"# written by pulsarlab env for cluster {chosen} of {topo.name}",
+             f"webServiceUrl={urls[chosen][1]}", f"brokerServiceUrl={urls[chosen][0]}",
+             *(auth.client_conf_lines() if auth else [])]
+    conf.write_text("\n".join(lines) + "\n")
     variables = {"PULSAR_SERVICE_URL": urls[chosen][0], "PULSAR_ADMIN_URL": urls[chosen][1]}
+    if auth is not None:  # the files, never the token itself
+        if auth.token_file is not None:
+            variables["PULSAR_AUTH_TOKEN_FILE"] = str(auth.token_file)
+        if auth.ca_file is not None:
+            variables["PULSAR_TLS_TRUST_CERTS_FILE"] = str(auth.ca_file)
     for n, (service, web) in urls.items():
         variables[f"PULSAR_SERVICE_URL_{suffix(n)}"] = service
         variables[f"PULSAR_ADMIN_URL_{suffix(n)}"] = web

@@ -69,10 +69,12 @@ class ClusterPool:
         self.root = Path(tempfile.mkdtemp(prefix="pulsarlab-tests-"))
         self.current: LocalCluster | None = None
 
-    def get(self, topology: str) -> LocalCluster:
-        """The running cluster of ``topology``; a node an earlier test left stopped is started
-        again (``up`` is idempotent: a healthy cluster is only checked)."""
-        if self.current is not None and self.current.topo.name != topology:
+    def get(self, topology: str, secure: bool = False) -> LocalCluster:
+        """The running cluster of ``topology`` (with the secure profile if ``secure``); a node an
+        earlier test left stopped is started again (``up`` is idempotent: a healthy cluster is only
+        checked)."""
+        cur = self.current
+        if cur is not None and (cur.topo.name != topology or (cur.topo.security is not None) != secure):
             self.close()
         ref = topology
         prefix = os.environ.get("PULSARLAB_TEST_ADDRESS_PREFIX")  # run beside another cluster
@@ -80,7 +82,10 @@ class ClusterPool:
             data = yaml.safe_load((BUILTIN_DIR / f"{topology}.yaml").read_text())
             ref = str(self.root / f"{topology}.yaml")
             Path(ref).write_text(yaml.safe_dump({**data, "address_prefix": prefix}))
-        _, self.current = ops.up(ref, state_dir=self.root / topology, say=print)
+        state = self.root / (f"{topology}-secure" if secure else topology)
+        result, self.current = ops.up(ref, state_dir=state, say=print, secure=secure)
+        if not result.already_running:
+            print(f"cluster pool: {topology}{' (secure)' if secure else ''} up in {result.seconds:.1f}s")
         return self.current
 
     def close(self) -> None:
@@ -118,3 +123,13 @@ def geo(cluster_pool: ClusterPool) -> LocalCluster:
 @pytest.fixture(scope="module")
 def active_active(cluster_pool: ClusterPool) -> LocalCluster:
     return cluster_pool.get("active-active")
+
+
+@pytest.fixture(scope="module")
+def secure_smoke(cluster_pool: ClusterPool) -> LocalCluster:
+    return cluster_pool.get("smoke", secure=True)
+
+
+@pytest.fixture(scope="module")
+def secure_geo(cluster_pool: ClusterPool) -> LocalCluster:
+    return cluster_pool.get("geo", secure=True)

@@ -12,12 +12,16 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urljoin
 
 import requests
 
 from pulsarlab.errors import PulsarlabError
+from pulsarlab.security import ClientAuth
+
+if TYPE_CHECKING:
+    from pulsarlab.deployment import Deployment
 
 REDIRECTS = (301, 302, 303, 307, 308)
 _UNSET: Any = object()
@@ -113,6 +117,12 @@ def parse_ensembles(metadata: str | None) -> dict[int, list[str]]:
     return out
 
 
+def admin_of(cluster: Deployment, name: str, **options: Any) -> AdminClient:
+    """An admin client of cluster ``name`` of a deployment, at a broker that answers now, with
+    the deployment's admin credentials when it is secure."""
+    return AdminClient(cluster.admin_url(name), auth=cluster.client_auth(), **options)
+
+
 class AdminClient:
     """Calls against one broker's web service URL, e.g. ``http://127.0.1.4:8080``."""
 
@@ -125,6 +135,7 @@ class AdminClient:
         backoff: float = 0.5,
         headers: dict[str, str] | None = None,
         max_redirects: int = 5,
+        auth: ClientAuth | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
@@ -133,6 +144,11 @@ class AdminClient:
         self.max_redirects = max_redirects
         self.session = requests.Session()
         self.session.headers.update(headers or {})
+        # per call, not on the session: requests lets REQUESTS_CA_BUNDLE override a session's verify
+        self.verify: str | bool = True
+        if auth is not None:  # a secure cluster: bearer token on every call, the CA verifies the broker
+            self.session.headers.update(auth.headers())
+            self.verify = auth.verify
 
     # ----- transport ---------------------------------------------------------------------------
     def request(
@@ -179,7 +195,8 @@ class AdminClient:
     ) -> requests.Response:
         for _ in range(self.max_redirects + 1):
             r = self.session.request(
-                method, url, data=data, params=params, headers=headers, timeout=self.timeout, allow_redirects=False
+                method, url, data=data, params=params, headers=headers, timeout=self.timeout, allow_redirects=False,
+                verify=self.verify,
             )
             location = r.headers.get("Location")
             if r.status_code not in REDIRECTS or not location:
@@ -252,6 +269,15 @@ class AdminClient:
     def set_replication(self, namespace: str, clusters: list[str]) -> None:
         self.request("POST", f"/admin/v2/namespaces/{namespace}/replication", body=clusters, idempotent=True)
 
+    def permissions(self, namespace: str) -> dict[str, list[str]] | None:
+        """Roles granted on a namespace and their actions (``produce``, ``consume``...); None if no namespace."""
+        return self.get_json(f"/admin/v2/namespaces/{namespace}/permissions", missing=(404,))
+
+    def grant(self, namespace: str, role: str, actions: list[str]) -> None:
+        """Grant ``role`` the ``actions`` on a namespace (replaces what the role had there)."""
+        self.request("POST", f"/admin/v2/namespaces/{namespace}/permissions/{quote(role, safe='')}",
+                     body=sorted(actions), idempotent=True)
+
     def persistence(self, namespace: str) -> dict[str, Any] | None:
         return self.get_json(f"/admin/v2/namespaces/{namespace}/persistence", missing=(404,))
 
@@ -283,7 +309,9 @@ class AdminClient:
     # ----- topics --------------------------------------------------------------------------------
     def lookup(self, topic: str) -> Lookup:
         data = self.get_json(f"/lookup/v2/topic/{encode_topic(topic)}")
-        return Lookup(data.get("brokerUrl", ""), data.get("httpUrl", ""))
+        # a TLS-only broker answers only the *Tls URLs
+        return Lookup(data.get("brokerUrl") or data.get("brokerUrlTls") or "",
+                      data.get("httpUrl") or data.get("httpUrlTls") or "")
 
     def create_topic(self, topic: str, partitions: int = 0) -> None:
         """Create a topic (partitioned when ``partitions`` > 0); an existing one is left as it is."""

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 import requests
 
-from pulsarlab.admin.client import AdminClient, LedgerInfo
+from pulsarlab.admin.client import LedgerInfo, admin_of
 from pulsarlab.deployment import Deployment
 from pulsarlab.topology import Role, Topology, namespace_clusters
 
@@ -120,7 +120,7 @@ def inspect(cluster: Deployment, topic: str | None = None) -> PlacementReport:
             continue
         for cname in namespace_clusters(topo, ns):
             c = topo.cluster(cname)
-            admin = AdminClient(cluster.admin_url(cname))
+            admin = admin_of(cluster, cname)
             brokers = region_by_address(topo, cname, Role.BROKER)
             bookies = region_by_address(topo, cname, Role.BOOKIE)
             regions = sorted(set(bookies.values()))

@@ -30,7 +30,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pulsarlab.admin.client import AdminClient
+from pulsarlab.admin.client import AdminClient, admin_of
 from pulsarlab.deployment import Deployment, Say
 from pulsarlab.errors import PulsarlabError
 from pulsarlab.topology import Node, Role, Topology, namespace_clusters
@@ -38,7 +38,8 @@ from pulsarlab.topology import Node, Role, Topology, namespace_clusters
 # BookKeeper logs the placement policy's own node and location when a broker's client starts.
 _LOCAL_NODE = re.compile(r"Initialize rackaware ensemble placement policy @ <Bookie:([^>]+)> @ (\S+) ")
 _START_MARK = b"===== pulsarlab: starting"
-ORDER = ("rack", "cluster", "tenant", "namespace", "persistence", "isolation", "broker-region")
+ORDER = ("rack", "cluster", "tenant", "namespace", "permission", "persistence", "isolation", "broker-region")
+WORKLOAD_ACTIONS = ["consume", "produce"]
 
 
 class DriftError(PulsarlabError):
@@ -129,14 +130,16 @@ def desired_state(topo: Topology, cluster: str, with_shared: bool = True) -> lis
                 items.append(Item(cluster, "rack", key(topo, n), {"rack": rack, "group": n.region}))
     if with_shared:
         for other in topo.clusters:
-            items.append(Item(cluster, "cluster", other.name, {
-                "serviceUrl": topo.registered_web_url(other.name),
-                "brokerServiceUrl": topo.service_url(other.name),
-            }))
+            urls = {"serviceUrl": topo.registered_web_url(other.name), "brokerServiceUrl": topo.service_url(other.name)}
+            if topo.tls:  # brokers replicating with brokerClientTlsEnabled dial the *Tls URLs
+                urls |= {"serviceUrlTls": urls["serviceUrl"], "brokerServiceUrlTls": urls["brokerServiceUrl"]}
+            items.append(Item(cluster, "cluster", other.name, urls))
         for t in topo.tenants:
             items.append(Item(cluster, "tenant", t.name, {"allowedClusters": sorted(t.clusters)}))
         for ns in topo.namespaces:
             items.append(Item(cluster, "namespace", ns.name, {"replication_clusters": sorted(namespace_clusters(topo, ns))}))
+            if topo.security is not None:
+                items.append(permission_item(topo, cluster, ns.name))
             p = ns.persistence or topo.cluster(namespace_clusters(topo, ns)[0]).persistence
             items.append(Item(cluster, "persistence", ns.name, {
                 "bookkeeperEnsemble": p.ensemble,
@@ -155,6 +158,12 @@ def desired_state(topo: Topology, cluster: str, with_shared: bool = True) -> lis
             },
         }))
     return items
+
+
+def permission_item(topo: Topology, cluster: str, namespace: str) -> Item:
+    """On a secure cluster the workload role may produce and consume in every namespace of the topology."""
+    assert topo.security is not None
+    return Item(cluster, "permission", namespace, {topo.security.workload_role: WORKLOAD_ACTIONS})
 
 
 def diff(item: Item) -> list[Change]:
@@ -202,6 +211,8 @@ def read_state(admin: AdminClient, cluster: str, items: list[Item]) -> list[Item
         elif it.kind == "namespace":
             pol = admin.namespace_policies(it.name)
             it.current = None if pol is None else {"replication_clusters": sorted(pol.get("replication_clusters") or [])}
+        elif it.kind == "permission":
+            it.current = admin.permissions(it.name)
         elif it.kind == "persistence":
             it.current = admin.persistence(it.name)
         elif it.kind == "isolation":
@@ -265,6 +276,9 @@ def apply_item(admin: AdminClient, it: Item) -> None:
             admin.create_namespace(it.name, dict(it.desired))
         else:
             admin.set_replication(it.name, it.desired["replication_clusters"])
+    elif it.kind == "permission":
+        for role, actions in it.desired.items():
+            admin.grant(it.name, role, actions)
     elif it.kind == "persistence":
         admin.set_persistence(it.name, it.desired)
     elif it.kind == "isolation":
@@ -301,7 +315,7 @@ def configure(cluster: Deployment, dry_run: bool = False, say: Say = _quiet) -> 
     report = Report(dry_run)
     topo = cluster.topo
     for i, c in enumerate(topo.clusters):
-        admin = AdminClient(cluster.admin_url(c.name))
+        admin = admin_of(cluster, c.name)
         items = read_state(admin, c.name, desired_state(topo, c.name, with_shared=i == 0))
         items.sort(key=lambda it: ORDER.index(it.kind))
         todo = [(it, d) for it in items if (d := diff(it))]

@@ -15,7 +15,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pulsarlab.admin.client import AdminClient, AdminError, encode_topic
+from pulsarlab.admin.client import AdminError, admin_of, encode_topic
 from pulsarlab.deployment import Deployment
 from pulsarlab.errors import StateError
 from pulsarlab.topology import Topology, namespace_clusters
@@ -93,7 +93,7 @@ def inspect(cluster: Deployment, topic: str | None = None) -> ReplicationReport:
         for source in clusters:
             others = [c for c in clusters if c != source]
             try:
-                admin = AdminClient(cluster.admin_url(source))
+                admin = admin_of(cluster, source)
                 names = admin.namespace_topics(ns)
             except (AdminError, StateError) as exc:
                 report.directions += [Direction(topic or ns, source, d, False, None, None, error=str(exc)) for d in others]

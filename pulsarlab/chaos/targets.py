@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pulsarlab.admin.client import AdminClient
+from pulsarlab.admin.client import admin_of
 from pulsarlab.deployment import Deployment
 from pulsarlab.errors import StateError
 from pulsarlab.topology import Role, Topology, namespace_clusters
@@ -114,7 +114,7 @@ def node_by_address(cluster: Deployment, role: Role) -> dict[str, str]:
 
 def owner(cluster: Deployment, topic: str) -> str:
     """The node name of the broker owning ``topic`` now."""
-    admin = AdminClient(cluster.admin_url(topic_cluster(cluster.topo, topic)))
+    admin = admin_of(cluster, topic_cluster(cluster.topo, topic))
     host = admin.lookup(topic).host
     name = node_by_address(cluster, Role.BROKER).get(host)
     if name is None:
@@ -124,7 +124,7 @@ def owner(cluster: Deployment, topic: str) -> str:
 
 def ensemble(cluster: Deployment, topic: str) -> list[str]:
     """Node names of the bookies of the last ensemble of the topic's newest ledger (in ensemble order)."""
-    admin = AdminClient(cluster.admin_url(topic_cluster(cluster.topo, topic)))
+    admin = admin_of(cluster, topic_cluster(cluster.topo, topic))
     ledgers = [led for led in admin.ledgers(topic) if led.ensembles]
     if not ledgers:
         raise StateError(f"{topic} has no ledger with a known ensemble yet (does it exist, has it been written to?)")

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import requests
 import yaml
 
 from pulsarlab.deployment import NodeEndpoint, NodeStatus, Say, UpResult, quiet
@@ -30,6 +29,8 @@ from pulsarlab.progress import reporter_of
 from pulsarlab.render import NodeDirs, node_dirs
 from pulsarlab.runtime.state import ClusterState
 from pulsarlab.runtime.waits import HttpOk, RegistrationGone, ZkServing, log_tail, wait_for
+from pulsarlab.security import ClientAuth
+from pulsarlab.security import material as security_material
 from pulsarlab.topology import Node, Role, Topology, parse
 
 TIMEOUT_SCALE = float(os.environ.get("PULSARLAB_TIMEOUT_SCALE", "1"))
@@ -122,21 +123,22 @@ class NodeRuntime(abc.ABC):
         out = []
         for n in self.topo.nodes:
             addr = self.topo.address_of(n)
-            http = {Role.BROKER: "web", Role.BOOKIE: "http"}.get(n.role)
-            out.append(NodeEndpoint(n.name, n.role.value, n.cluster, n.region, addr,
-                                    f"http://{addr}:{n.port(http)}" if http else None))
+            url = {Role.BROKER: lambda n=n: self.topo.broker_web_url(n),
+                   Role.BOOKIE: lambda n=n, a=addr: f"http://{a}:{n.port('http')}"}.get(n.role)
+            out.append(NodeEndpoint(n.name, n.role.value, n.cluster, n.region, addr, url() if url else None))
         return out
+
+    def client_auth(self, role: str | None = None) -> ClientAuth | None:
+        """A client's credentials on this deployment (``role`` default: the admin role); None if open."""
+        return security_material.client_auth(self.topo, self.state_dir, role)
 
     def admin_url(self, cluster: str) -> str:
         """The web URL of a broker of ``cluster`` that answers, for admin calls."""
+        auth = self.client_auth()
         for b in self.topo.nodes_of(Role.BROKER, cluster):
-            url = f"http://{self.topo.address_of(b)}:{b.port('web')}"
-            if self.alive(b.name):
-                try:
-                    if requests.get(f"{url}/admin/v2/brokers/ready", timeout=3).ok:
-                        return url
-                except requests.RequestException:
-                    continue
+            url = self.topo.broker_web_url(b)
+            if self.alive(b.name) and HttpOk(f"{url}/admin/v2/brokers/ready", auth=auth)()[0]:
+                return url
         raise StateError(f"no broker of cluster {cluster} is up")
 
     def distribution(self) -> Distribution:
@@ -155,7 +157,8 @@ class NodeRuntime(abc.ABC):
             return ZkServing(addr, node.port("client"))
         if node.role == Role.BOOKIE:
             return HttpOk(f"http://{addr}:{node.port('http')}/api/v1/bookie/is_ready", "bookie /api/v1/bookie/is_ready")
-        return HttpOk(f"http://{addr}:{node.port('web')}/admin/v2/brokers/ready", "broker /admin/v2/brokers/ready")
+        return HttpOk(f"{self.topo.broker_web_url(node)}/admin/v2/brokers/ready", "broker /admin/v2/brokers/ready",
+                      auth=self.client_auth())
 
     def wait_ready(self, node: Node) -> float:
         probe = self.readiness_probe(node)
@@ -276,6 +279,9 @@ class NodeRuntime(abc.ABC):
                 "--web-service-url", self.topo.registered_web_url(cluster),
                 "--broker-service-url", self.topo.service_url(cluster),
             ]
+            if self.topo.tls:  # the same TLS URLs in both fields: the plain-text ports are off
+                args += ["--web-service-url-tls", self.topo.registered_web_url(cluster),
+                         "--broker-service-url-tls", self.topo.service_url(cluster)]
             with self.say.step(f"init-{cluster}", f"cluster {cluster}: metadata", "initializing", "initialized"):
                 self.run_metadata_init(cluster, args, log_path)
 
@@ -329,6 +335,7 @@ class NodeRuntime(abc.ABC):
         self.check_ports(missing)
         self.distribution()
         self.state.distribution, self.state.version = str(self.dist.home), self.dist.version
+        security_material.ensure(self.topo, self.state_dir)  # kept as is when it exists
         self.prepare(missing)
         self.state.save(self.state_dir)
         started = [n.name for n in missing]

@@ -8,26 +8,31 @@ import uuid
 import pulsar
 
 from pulsarlab.errors import NodeStartError
+from pulsarlab.security import ClientAuth
 
 
-def client(service_url: str, operation_timeout: int = 30) -> pulsar.Client:
-    """A pulsar-client that logs only errors (the C++ client is chatty at info)."""
+def client(service_url: str, operation_timeout: int = 30, auth: ClientAuth | None = None) -> pulsar.Client:
+    """A pulsar-client that logs only errors (the C++ client is chatty at info); with ``auth``, it
+    sends that token and trusts that CA (hostnames verified)."""
     return pulsar.Client(
         service_url,
         operation_timeout_seconds=operation_timeout,
         connection_timeout_ms=5000,
         logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
+        **(auth.pulsar_client_kwargs() if auth else {}),
     )
 
 
-def roundtrip(cluster: str, service_url: str, timeout: float, topic: str | None = None) -> float:
+def roundtrip(
+    cluster: str, service_url: str, timeout: float, topic: str | None = None, auth: ClientAuth | None = None
+) -> float:
     """Produce one message and consume it back; return the seconds it took."""
     topic = topic or "persistent://public/default/pulsarlab-ready"
     marker = uuid.uuid4().hex.encode()
     start = time.monotonic()
     last = ""
     while time.monotonic() - start < timeout:
-        c = client(service_url, operation_timeout=max(5, int(timeout / 3)))
+        c = client(service_url, operation_timeout=max(5, int(timeout / 3)), auth=auth)
         try:
             consumer = c.subscribe(topic, "pulsarlab-ready", initial_position=pulsar.InitialPosition.Latest)
             producer = c.create_producer(topic)

@@ -16,6 +16,7 @@ from pathlib import Path
 import requests
 
 from pulsarlab.errors import NodeStartError
+from pulsarlab.security import ClientAuth
 
 Probe = Callable[[], tuple[bool, str]]
 
@@ -100,6 +101,7 @@ class HttpOk:
     url: str
     what: str = ""
     accept: Callable[[requests.Response], bool] | None = None
+    auth: ClientAuth | None = None  # a secure broker: bearer token and the CA to verify it with
 
     @property
     def description(self) -> str:
@@ -107,7 +109,10 @@ class HttpOk:
 
     def __call__(self) -> tuple[bool, str]:
         try:
-            r = requests.get(self.url, timeout=3)
+            if self.auth is None:
+                r = requests.get(self.url, timeout=3)
+            else:
+                r = requests.get(self.url, timeout=3, headers=self.auth.headers(), verify=self.auth.verify)
         except requests.RequestException as exc:
             return False, type(exc).__name__
         if not r.ok:

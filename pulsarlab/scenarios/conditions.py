@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pulsarlab.admin import placement
-from pulsarlab.admin.client import AdminClient, AdminError
+from pulsarlab.admin.client import AdminError, admin_of
 from pulsarlab.deployment import Deployment
 from pulsarlab.errors import StateError
 from pulsarlab.topology import Role, Topology
@@ -66,7 +66,7 @@ def _topic_cluster(cluster: Deployment, topic: str) -> str:
 
 def _owner_region(cluster: Deployment, topic: str) -> str:
     name = _topic_cluster(cluster, topic)
-    host = AdminClient(cluster.admin_url(name), retries=1).lookup(topic).host
+    host = admin_of(cluster, name, retries=1).lookup(topic).host
     regions = placement.region_by_address(cluster.topo, name, Role.BROKER)
     return regions.get(host, f"? ({host})")
 
@@ -83,7 +83,7 @@ def _unload(cluster: Deployment, topic: str, _args: list[str]) -> None:
     """Unload the topic's namespace so the isolation policy places the topic afresh."""
     ns = "/".join(topic.removeprefix("persistent://").split("/")[:2])
     try:
-        admin = AdminClient(cluster.admin_url(_topic_cluster(cluster, topic)), retries=1)
+        admin = admin_of(cluster, _topic_cluster(cluster, topic), retries=1)
         admin.request("PUT", f"/admin/v2/namespaces/{ns}/unload", idempotent=True)
     except (AdminError, StateError):
         pass  # the next poll says what is seen

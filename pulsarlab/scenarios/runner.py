@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from pulsarlab import ops
-from pulsarlab.admin.client import AdminClient
+from pulsarlab.admin.client import admin_of
 from pulsarlab.chaos import schedule as chaos
 from pulsarlab.deployment import Deployment, Say, quiet
 from pulsarlab.errors import UsageError
@@ -115,7 +115,7 @@ def run_scenario(
         _, cluster = ops.up(str(topo_file), runtime, state_dir, say=say)
         topic = _topic(cluster, sc)
         cname = sc.workload.cluster or cluster.topo.clusters[0].name
-        AdminClient(cluster.admin_url(cname)).create_topic(topic, sc.workload_config(topic).partitions)
+        admin_of(cluster, cname).create_topic(topic, sc.workload_config(topic).partitions)
         for s in sc.setup:
             rec = wait_for(cluster, topic, s.words, s.timeout)
             sv.waits.append(rec.to_json())

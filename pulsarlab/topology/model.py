@@ -104,6 +104,26 @@ class Namespace(_Strict):
     replicated_subscriptions: bool = False
 
 
+ROLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+class Security(_Strict):
+    """The secure profile: JWT authentication, authorization and TLS on the brokers.
+
+    ``token``: ``symmetric`` (one HS256 secret key) or ``rsa`` (RS256: brokers hold the public
+    key). ``superusers``: roles with every right; ``broker_role`` (the brokers' own client
+    credentials, replication included) and ``admin_role`` (pulsarlab's own calls) must be among
+    them. ``workload_role``: the role the workload runs as, granted produce and consume on every
+    namespace of the topology. ``tls``: brokers' service and web ports speak TLS only."""
+
+    token: Literal["symmetric", "rsa"] = "symmetric"
+    admin_role: str = "admin"
+    broker_role: str = "broker"
+    workload_role: str = "workload"
+    superusers: list[str] = Field(default_factory=lambda: ["admin", "broker"])
+    tls: bool = True
+
+
 class Topology(_Strict):
     name: str
     description: str = ""
@@ -117,6 +137,8 @@ class Topology(_Strict):
     jvm: JvmSettings = Field(default_factory=JvmSettings)
     # fsync bookie journals and ZooKeeper logs before acknowledging; off trades durability for speed
     fsync: bool = True
+    # None: an open cluster (no authentication, plain text)
+    security: Security | None = None
 
     # ----- derived views -------------------------------------------------------------------
     def nodes_of(self, role: Role, cluster: str | None = None) -> list[Node]:
@@ -159,21 +181,31 @@ class Topology(_Strict):
     def configuration_store_url(self) -> str:
         return f"zk:{self.zookeeper_connect()}"
 
+    @property
+    def tls(self) -> bool:
+        """Brokers speak TLS only (their ``service`` and ``web`` ports carry TLS, plain text is off)."""
+        return self.security is not None and self.security.tls
+
+    @property
+    def http_scheme(self) -> str:
+        return "https" if self.tls else "http"
+
+    def broker_web_url(self, node: Node) -> str:
+        return f"{self.http_scheme}://{self.address_of(node)}:{node.port('web')}"
+
     def web_url(self, cluster: str) -> str:
-        return ",".join(
-            f"http://{self.address_of(b)}:{b.port('web')}" for b in self.nodes_of(Role.BROKER, cluster)
-        )
+        return ",".join(self.broker_web_url(b) for b in self.nodes_of(Role.BROKER, cluster))
 
     def registered_web_url(self, cluster: str) -> str:
         """The web URL a cluster is registered under in the configuration store, in Pulsar's
         multi-host form ``http://a:8080,b:8080``: other clusters' brokers build their admin client
         (topic creation for replication) from it, and that client parses only this form."""
         hosts = ",".join(f"{self.address_of(b)}:{b.port('web')}" for b in self.nodes_of(Role.BROKER, cluster))
-        return f"http://{hosts}"
+        return f"{self.http_scheme}://{hosts}"
 
     def service_url(self, cluster: str) -> str:
         hosts = ",".join(f"{self.address_of(b)}:{b.port('service')}" for b in self.nodes_of(Role.BROKER, cluster))
-        return f"pulsar://{hosts}"
+        return f"{'pulsar+ssl' if self.tls else 'pulsar'}://{hosts}"
 
     def endpoints(self) -> list[tuple[Node, str, int]]:
         """Every (node, address, port) this topology binds."""
@@ -225,6 +257,23 @@ def _check_persistence(field: str, p: Persistence, bookies: int, regions: int, p
         )
 
 
+def _check_security(s: Security) -> None:
+    for field in ("admin_role", "broker_role", "workload_role"):
+        if not ROLE_NAME.fullmatch(getattr(s, field)):
+            raise TopologyError(f"security.{field}", f"not a role name: {getattr(s, field)!r} (letters, digits, _ . -)")
+    for i, r in enumerate(s.superusers):
+        if not ROLE_NAME.fullmatch(r):
+            raise TopologyError(f"security.superusers[{i}]", f"not a role name: {r!r} (letters, digits, _ . -)")
+    for field in ("admin_role", "broker_role"):
+        if getattr(s, field) not in s.superusers:
+            raise TopologyError(
+                "security.superusers",
+                f"{field} {getattr(s, field)!r} must be a superuser (pulsarlab and the brokers act as it)",
+            )
+    if s.workload_role in s.superusers:
+        raise TopologyError("security.workload_role", f"{s.workload_role!r} is a superuser: the workload role must not be")
+
+
 def _dupes(names: list[str]) -> list[str]:
     return [n for n, c in Counter(names).items() if c > 1]
 
@@ -244,6 +293,8 @@ def validate(t: Topology) -> None:  # noqa: C901 - one rule after another reads 
         raise TopologyError("address_prefix", f"must be '127.<0-255>' (got {t.address_prefix!r})")
     if not t.regions:
         raise TopologyError("regions", "at least one region is needed")
+    if t.security is not None:
+        _check_security(t.security)
     clusters = {c.name for c in t.clusters}
     if not clusters:
         raise TopologyError("clusters", "at least one cluster is needed")

@@ -26,6 +26,7 @@ from pulsarlab.admin.client import AdminClient, AdminError
 from pulsarlab.distribution import Distribution
 from pulsarlab.history.journal import journal_to_parquet
 from pulsarlab.progress import NO_PROGRESS, Reporter
+from pulsarlab.security import ClientAuth
 from pulsarlab.workload.driver import DriverProcess, driver_classes
 from pulsarlab.workload.manifest import DriverOutcome, Manifest, new_run_id
 
@@ -47,6 +48,11 @@ class Target:
     consume_service_url: str | None = None
     replication: list[str] = field(default_factory=list)  # the clusters the topic replicates to (geo), if several
     replicated_subscription: bool = False  # consumers replicate their position to the other clusters
+    auth: ClientAuth | None = None  # a secure cluster: the workload role's token and the CA
+    admin_auth: ClientAuth | None = None  # ... and the admin's, for the end positions of the read-back
+
+    def driver_auth(self) -> dict[str, str]:
+        return self.auth.java_config() if self.auth else {}
 
     @property
     def consumer_cluster(self) -> str:
@@ -141,7 +147,7 @@ class Workload:
             "service_url": t.service_url, "topic": cfg.topic, "producer_name": name,
             "message_size": cfg.message_size, "rate": cfg.rate / cfg.producers, "batching": cfg.batching,
             "send_timeout_ms": cfg.send_timeout_ms, "max_pending": cfg.max_pending, "keys": cfg.keys, "seed": i,
-            "max_backoff_ms": cfg.max_backoff_ms,
+            "max_backoff_ms": cfg.max_backoff_ms, **t.driver_auth(),
         }
         constants = {"producer": name, "topic": cfg.topic, "cluster": t.cluster, "region": t.region, "run": self.run_id}
         return DriverProcess(f"p{i}", "produce", self.out, f"producer-p{i}", config, constants)
@@ -151,14 +157,14 @@ class Workload:
         config = {"service_url": t.consumer_url, "topic": cfg.topic, "subscription": cfg.subscription,
                   "subscription_type": cfg.subscription_type, "drain_seconds": cfg.drain_seconds,
                   "max_pending_acks": cfg.max_pending_acks, "replicate_subscription": t.replicated_subscription,
-                  "max_backoff_ms": cfg.max_backoff_ms}
+                  "max_backoff_ms": cfg.max_backoff_ms, **t.driver_auth()}
         constants = {"consumer": f"c{i}", "subscription": cfg.subscription, "cluster": t.consumer_cluster, "region": t.region,
                      "run": self.run_id}
         return DriverProcess(f"c{i}", "consume", self.out, f"consumer-c{i}", config, constants)
 
     def _reader(self, cluster: str, service_url: str, idle_timeout: float) -> DriverProcess:
         config = {"service_url": service_url, "partitions": self.end_positions(cluster), "cluster": cluster,
-                  "idle_timeout": idle_timeout}
+                  "idle_timeout": idle_timeout, **self.target.driver_auth()}
         return DriverProcess(f"read-{cluster}", "read", self.out, f"read-{cluster}", config,
                              {"cluster": cluster, "run": self.run_id})
 
@@ -172,7 +178,7 @@ class Workload:
             end, error = None, f"no admin URL for cluster {cluster}"
             for url in urls:  # the first broker that answers (some may be down after a fault)
                 try:
-                    end, error = AdminClient(url, retries=1).last_message_id(topic), None
+                    end, error = AdminClient(url, retries=1, auth=self.target.admin_auth).last_message_id(topic), None
                     break
                 except AdminError as exc:
                     error = str(exc)

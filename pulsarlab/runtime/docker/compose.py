@@ -20,6 +20,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from pulsarlab.render import TEMPLATES_DIR, NodeDirs, node_dirs, render_node, write_topology
 from pulsarlab.runtime.jvm import hosts_text, memory_limit_mb, pulsar_env
+from pulsarlab.security.material import files_of
 from pulsarlab.topology import Node, Role, Topology
 
 COMPOSE_FILE = "compose.yaml"
@@ -46,6 +47,8 @@ class ContainerDirs(NodeDirs):
 
 
 CONTAINER = ContainerDirs()
+# a secure deployment's keys, tokens and certificates, bind-mounted read-only into every broker
+CONTAINER_SECURITY = Path("/pulsarlab-security")
 
 
 def project_name(topo: Topology, state_dir: Path) -> str:
@@ -61,6 +64,9 @@ def health_script(topo: Topology, node: Node) -> str:
     if node.role == Role.ZOOKEEPER:
         return (f"exec 3<>/dev/tcp/{addr}/{node.port('client')} && printf ruok >&3 && "
                 'read -r -t 3 answer <&3; [ "$answer" = imok ]')
+    if node.role == Role.BROKER and topo.security is not None:
+        # TLS and a token: bash alone cannot ask; pulsarlab's own readiness probe asks with both
+        return f"exec 3<>/dev/tcp/{addr}/{node.port('web')}"
     port, path = (node.port("http"), "/api/v1/bookie/is_ready") if node.role == Role.BOOKIE else (
         node.port("web"), "/admin/v2/brokers/ready")
     return (f"exec 3<>/dev/tcp/{addr}/{port} && printf 'GET {path} HTTP/1.0\\r\\nHost: {addr}\\r\\n\\r\\n' >&3 && "
@@ -89,6 +95,7 @@ class Service:
     logs: str
     volume: str = ""
     health: str = ""
+    security: str = ""  # the host's security folder, mounted at CONTAINER_SECURITY (secure brokers only)
     mem_limit_mb: int = 0
     start_period: int = 0
 
@@ -102,6 +109,7 @@ def services(topo: Topology, state_dir: Path, project: str) -> list[Service]:
             command=log_command([COMMAND[node.role]], str(CONTAINER.log_file)),
             env=pulsar_env(topo, node, CONTAINER), conf=str(host.conf), logs=str(host.logs),
             volume=f"data-{node.name}", health=health_script(topo, node),
+            security=str(files_of(state_dir).root) if topo.security is not None and node.role == Role.BROKER else "",
             mem_limit_mb=memory_limit_mb(topo, node, MEMORY_OVERHEAD_MB), start_period=START_PERIOD_S[node.role],
         ))
     return out
@@ -126,7 +134,7 @@ def compose_text(topo: Topology, state_dir: Path, image: str, project: str, user
     return env.get_template("compose.yaml.j2").render(
         project=project, topo=topo, image=image, user=user or f"{os.getuid()}:0", container=CONTAINER,
         services=services(topo, state_dir, project), init=init_service(topo, state_dir, project),
-        stop_grace=STOP_GRACE_S,
+        stop_grace=STOP_GRACE_S, security_target=CONTAINER_SECURITY,
     )
 
 
@@ -138,7 +146,8 @@ def render_compose(topo: Topology, out: Path, image: str, base_conf: Path | None
     written: list[Path] = []
     for node in topo.nodes:
         host = node_dirs(out, node)
-        files = {host.conf / p.name: text for p, text in render_node(topo, node, CONTAINER, base_conf).items()}
+        rendered = render_node(topo, node, CONTAINER, base_conf, CONTAINER_SECURITY)
+        files = {host.conf / p.name: text for p, text in rendered.items()}
         if node.role == Role.BROKER:
             files[host.conf / "hosts"] = hosts_text(topo, node)
         for path, text in files.items():

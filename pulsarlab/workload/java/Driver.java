@@ -29,6 +29,7 @@ import org.apache.pulsar.client.api.MessageId;
 import org.apache.pulsar.client.api.MessageIdAdv;
 import org.apache.pulsar.client.api.Producer;
 import org.apache.pulsar.client.api.ProducerBuilder;
+import org.apache.pulsar.client.api.ClientBuilder;
 import org.apache.pulsar.client.api.PulsarClient;
 import org.apache.pulsar.client.api.PulsarClientException;
 import org.apache.pulsar.client.api.Reader;
@@ -118,13 +119,23 @@ public final class Driver {
         reporter.setDaemon(true);
         reporter.start();
         String mode = cfg.path("mode").asText();
-        PulsarClient client = PulsarClient.builder()
+        ClientBuilder builder = PulsarClient.builder()
                 .serviceUrl(cfg.path("service_url").asText())
                 .operationTimeout(30, TimeUnit.SECONDS)
                 .connectionTimeout(5, TimeUnit.SECONDS)
                 .startingBackoffInterval(100, TimeUnit.MILLISECONDS)
-                .maxBackoffInterval(cfg.path("max_backoff_ms").asLong(5000), TimeUnit.MILLISECONDS)
-                .build();
+                .maxBackoffInterval(cfg.path("max_backoff_ms").asLong(5000), TimeUnit.MILLISECONDS);
+        // a secure cluster: the token is read from its file by the client (never passed on a command line)
+        if (cfg.hasNonNull("token_file")) {
+            builder.authentication("org.apache.pulsar.client.impl.auth.AuthenticationToken",
+                    "file://" + cfg.path("token_file").asText());
+        }
+        if (cfg.hasNonNull("tls_trust_certs_file")) {
+            builder.tlsTrustCertsFilePath(cfg.path("tls_trust_certs_file").asText())
+                    .allowTlsInsecureConnection(false)
+                    .enableTlsHostnameVerification(true);
+        }
+        PulsarClient client = builder.build();
         try (Journal journal = new Journal(Path.of(cfg.path("journal").asText()))) {
             // Ctrl-C or SIGTERM: what was recorded so far reaches the disk before the JVM exits
             Runtime.getRuntime().addShutdownHook(new Thread(() -> {

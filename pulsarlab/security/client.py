@@ -1,0 +1,66 @@
+"""What a client needs to reach a secure cluster: a token file and the CA to trust (paths only:
+the token is read when a call is made and never stored elsewhere)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+TOKEN_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
+
+
+@dataclass(frozen=True)
+class ClientAuth:
+    """A role's token file (None: no authentication) and the CA certificate (None: plain text)."""
+
+    token_file: Path | None = None
+    ca_file: Path | None = None
+
+    def token(self) -> str:
+        if self.token_file is None:
+            return ""
+        return self.token_file.read_text().strip()
+
+    def headers(self) -> dict[str, str]:
+        """The admin REST API's ``Authorization: Bearer <jwt>`` (exactly ``Bearer``)."""
+        return {"Authorization": f"Bearer {self.token()}"} if self.token_file else {}
+
+    @property
+    def verify(self) -> str | bool:
+        """``requests``' ``verify``: the CA file (hostnames are always checked), or the default."""
+        return str(self.ca_file) if self.ca_file else True
+
+    def pulsar_client_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of ``pulsar.Client`` (lazy import: ``pulsar`` is heavy)."""
+        import pulsar
+
+        kw: dict[str, Any] = {}
+        if self.token_file is not None:
+            kw["authentication"] = pulsar.AuthenticationToken(self.token())
+        if self.ca_file is not None:
+            kw.update(tls_trust_certs_file_path=str(self.ca_file), tls_validate_hostname=True,
+                      tls_allow_insecure_connection=False)
+        return kw
+
+    def java_config(self) -> dict[str, str]:
+        """The workload driver's ``token_file`` and ``tls_trust_certs_file`` (empty when open)."""
+        out = {}
+        if self.token_file is not None:
+            out["token_file"] = str(self.token_file)
+        if self.ca_file is not None:
+            out["tls_trust_certs_file"] = str(self.ca_file)
+        return out
+
+    def client_conf_lines(self) -> list[str]:
+        """``client.conf`` keys for pulsar-admin / pulsar-client / pulsar-perf (the token by file)."""
+        lines = []
+        if self.token_file is not None:
+            lines += [f"authPlugin={TOKEN_PLUGIN}", f"authParams=file://{self.token_file}"]
+        if self.ca_file is not None:
+            lines += [f"tlsTrustCertsFilePath={self.ca_file}", "tlsAllowInsecureConnection=false",
+                      "tlsEnableHostnameVerification=true"]
+        return lines
+
+
+OPEN = ClientAuth()

@@ -1,0 +1,243 @@
+"""Keys, tokens, a CA and the brokers' certificates of a secure deployment, under ``<state>/security``.
+
+Generated with ``cryptography`` and ``PyJWT`` the first time ``up`` needs them and reused after
+(re-running ``up`` changes nothing); every file is written 0600 in folders 0700, and nothing
+secret is printed or logged. Formats are the ones Pulsar 4.0 reads:
+
+- symmetric: ``secret.key``, 32 random bytes written raw (``tokenSecretKey=file://...`` reads the
+  file's bytes as the HS256 key);
+- rsa: ``private.der`` (PKCS#8, signing only, never given to a broker) and ``public.der``
+  (SubjectPublicKeyInfo DER, ``tokenPublicKey=file://...``; a PEM file is refused by the broker);
+- ``tokens/<role>.token``: a JWT whose ``sub`` is the role;
+- ``ca.pem`` (+ ``ca.key``) and ``nodes/<broker>/cert.pem`` + ``key.pem`` (PKCS#8 PEM): one
+  certificate per broker whose SANs are its own address, ``127.0.0.1`` and ``localhost``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import jwt
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from pulsarlab.errors import UsageError
+from pulsarlab.security.client import ClientAuth
+from pulsarlab.topology import Node, Role, Security, Topology
+
+SECURITY_DIR = "security"
+CERT_DAYS = 825
+ROLE_CHARS = "letters, digits, _ . -"
+
+
+@dataclass(frozen=True)
+class SecurityFiles:
+    """Where a deployment's material lives (``root`` is ``<state>/security`` or its mount point)."""
+
+    root: Path
+
+    @property
+    def secret_key(self) -> Path:
+        return self.root / "secret.key"
+
+    @property
+    def private_key(self) -> Path:
+        return self.root / "private.der"
+
+    @property
+    def public_key(self) -> Path:
+        return self.root / "public.der"
+
+    @property
+    def ca_cert(self) -> Path:
+        return self.root / "ca.pem"
+
+    @property
+    def ca_key(self) -> Path:
+        return self.root / "ca.key"
+
+    def token(self, role: str) -> Path:
+        return self.root / "tokens" / f"{role}.token"
+
+    def node_cert(self, name: str) -> Path:
+        return self.root / "nodes" / name / "cert.pem"
+
+    def node_key(self, name: str) -> Path:
+        return self.root / "nodes" / name / "key.pem"
+
+    def validation_key(self, sec: Security) -> Path:
+        """The key brokers validate tokens with."""
+        return self.secret_key if sec.token == "symmetric" else self.public_key
+
+
+def files_of(state_dir: Path) -> SecurityFiles:
+    return SecurityFiles(state_dir.resolve() / SECURITY_DIR)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` with mode 0600 from the first byte (folders 0700), atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    os.chmod(tmp, 0o600)  # an older tmp may have had another mode
+    tmp.replace(path)
+
+
+# ----- tokens ------------------------------------------------------------------------------------
+def _signing_key(files: SecurityFiles, sec: Security):
+    if sec.token == "symmetric":
+        return files.secret_key.read_bytes(), "HS256"
+    return serialization.load_der_private_key(files.private_key.read_bytes(), password=None), "RS256"
+
+
+def mint(files: SecurityFiles, sec: Security, role: str, ttl: dt.timedelta | None = None) -> str:
+    """A token for ``role`` signed with the deployment's key (``exp`` after ``ttl`` if given)."""
+    from pulsarlab.topology.model import ROLE_NAME
+
+    if not ROLE_NAME.fullmatch(role):
+        raise UsageError(f"not a role name: {role!r} ({ROLE_CHARS})")
+    if ttl is not None and ttl.total_seconds() <= 0:
+        raise UsageError("--ttl must be positive")
+    key, alg = _signing_key(files, sec)
+    claims: dict[str, object] = {"sub": role}
+    if ttl is not None:
+        claims["exp"] = int((dt.datetime.now(dt.UTC) + ttl).timestamp())
+    return jwt.encode(claims, key, algorithm=alg)
+
+
+def _keys(files: SecurityFiles, sec: Security) -> bool:
+    """The signing key(s), generated if missing; True if generated now (tokens must follow)."""
+    if sec.token == "symmetric":
+        if files.secret_key.is_file():
+            return False
+        write_private(files.secret_key, os.urandom(32))
+        return True
+    if files.private_key.is_file() and files.public_key.is_file():
+        return False
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    write_private(files.private_key, key.private_bytes(
+        serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    write_private(files.public_key, key.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo))
+    return True
+
+
+# ----- certificates --------------------------------------------------------------------------------
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)  # a little slack for clocks
+
+
+def _ca(files: SecurityFiles, name: str) -> tuple[x509.Certificate, rsa.RSAPrivateKey]:
+    if files.ca_cert.is_file() and files.ca_key.is_file():
+        cert = x509.load_pem_x509_certificate(files.ca_cert.read_bytes())
+        key = serialization.load_pem_private_key(files.ca_key.read_bytes(), password=None)
+        return cert, key  # type: ignore[return-value]
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"pulsarlab CA {name}")])
+    cert = (
+        x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(_now())
+        .not_valid_after(_now() + dt.timedelta(days=CERT_DAYS))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False, key_encipherment=False,
+                                     data_encipherment=False, key_agreement=False, key_cert_sign=True,
+                                     crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    write_private(files.ca_key, key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    write_private(files.ca_cert, cert.public_bytes(serialization.Encoding.PEM))
+    return cert, key
+
+
+def node_sans(address: str) -> list[x509.GeneralName]:
+    """A node's certificate names: its own address, 127.0.0.1 and ``localhost``."""
+    ips = dict.fromkeys([address, "127.0.0.1"])
+    return [x509.DNSName("localhost"), *(x509.IPAddress(ipaddress.ip_address(a)) for a in ips)]
+
+
+def cert_addresses(path: Path) -> set[str]:
+    """The IP SANs of a certificate file."""
+    cert = x509.load_pem_x509_certificate(path.read_bytes())
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    return {str(ip) for ip in san.get_values_for_type(x509.IPAddress)}
+
+
+def issue_cert(files: SecurityFiles, ca: tuple[x509.Certificate, rsa.RSAPrivateKey], name: str,
+               sans: list[x509.GeneralName]) -> None:
+    """A server certificate for ``name`` signed by the CA, with ``sans``, into ``nodes/<name>/``."""
+    ca_cert, ca_key = ca
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+        .issuer_name(ca_cert.subject).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(_now())
+        .not_valid_after(_now() + dt.timedelta(days=CERT_DAYS))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=True,
+                                     data_encipherment=False, key_agreement=False, key_cert_sign=False,
+                                     crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+                       critical=False)
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    write_private(files.node_key(name), key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    write_private(files.node_cert(name), cert.public_bytes(serialization.Encoding.PEM))
+
+
+def _node_cert_current(files: SecurityFiles, node: Node, address: str) -> bool:
+    path = files.node_cert(node.name)
+    return path.is_file() and files.node_key(node.name).is_file() and address in cert_addresses(path)
+
+
+# ----- the whole set --------------------------------------------------------------------------------
+def ensure(topo: Topology, state_dir: Path) -> SecurityFiles | None:
+    """Generate what the topology's security needs and is missing; return where it is (None when
+    the topology is open). Existing keys, tokens and certificates are kept; a broker certificate
+    whose address no longer matches the topology is issued again."""
+    sec = topo.security
+    if sec is None:
+        return None
+    files = files_of(state_dir)
+    files.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    new_key = _keys(files, sec)
+    for role in dict.fromkeys([sec.admin_role, sec.broker_role, sec.workload_role]):
+        if new_key or not files.token(role).is_file():
+            write_private(files.token(role), mint(files, sec, role).encode())
+    if sec.tls:
+        ca = _ca(files, topo.name)
+        for b in topo.nodes_of(Role.BROKER):
+            addr = topo.address_of(b)
+            if not _node_cert_current(files, b, addr):
+                issue_cert(files, ca, b.name, node_sans(addr))
+    for d in [files.root, *(p for p in files.root.rglob("*") if p.is_dir())]:
+        d.chmod(0o700)  # mkdir's mode is cut by the umask, and parents get the default
+    return files
+
+
+def client_auth(topo: Topology, state_dir: Path, role: str | None = None) -> ClientAuth | None:
+    """What a client of ``role`` (default: the admin role) uses on this deployment; None if open."""
+    sec = topo.security
+    if sec is None:
+        return None
+    files = files_of(state_dir)
+    token = files.token(role or sec.admin_role)
+    if not token.is_file():
+        raise UsageError(f"no token for role {role or sec.admin_role!r} in {files.root} (run 'pulsarlab up' first)")
+    return ClientAuth(token, files.ca_cert if sec.tls else None)

@@ -1,0 +1,172 @@
+"""The secure profile on a real smoke cluster (token authentication, authorization, TLS only):
+what works with credentials, and every refusal an operator relies on."""
+
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+import subprocess
+import uuid
+from pathlib import Path
+
+import jwt
+import pulsar
+import pytest
+import requests
+from typer.testing import CliRunner
+
+from pulsarlab import ops
+from pulsarlab.cli import app
+from pulsarlab.runtime.local import LocalCluster
+from pulsarlab.runtime.roundtrip import client
+from pulsarlab.security import ClientAuth, commands
+from pulsarlab.topology import Role
+from pulsarlab.workload.run import WorkloadConfig
+
+NS = "smoke/test"
+REFUSED = (pulsar.AuthenticationError, pulsar.AuthorizationError, pulsar.Timeout, pulsar.ConnectError)
+
+
+def _topic() -> str:
+    return f"persistent://{NS}/secure-{uuid.uuid4().hex[:8]}"
+
+
+def _ca(cluster: LocalCluster) -> Path:
+    auth = cluster.client_auth()
+    assert auth is not None and auth.ca_file is not None
+    return auth.ca_file
+
+
+def _broker(cluster: LocalCluster):
+    b = cluster.topo.nodes_of(Role.BROKER)[0]
+    return b, cluster.topo.address_of(b)
+
+
+def _produce(cluster: LocalCluster, auth: ClientAuth, topic: str, timeout: int = 5) -> None:
+    c = client(cluster.service_url("smoke"), operation_timeout=timeout, auth=auth)
+    try:
+        c.create_producer(topic).send(b"x")
+    finally:
+        c.close()
+
+
+def _token_file(tmp_path: Path, token: str) -> Path:
+    path = tmp_path / f"{uuid.uuid4().hex}.token"
+    path.write_text(token)
+    return path
+
+
+def test_workload_role_produces_and_consumes_over_tls(secure_smoke: LocalCluster) -> None:
+    assert secure_smoke.service_url("smoke").startswith("pulsar+ssl://")
+    auth = secure_smoke.client_auth("workload")
+    topic = _topic()
+    c = client(secure_smoke.service_url("smoke"), auth=auth)
+    try:
+        consumer = c.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+        c.create_producer(topic).send(b"secret-hello")
+        msg = consumer.receive(timeout_millis=15000)
+        assert msg.data() == b"secret-hello"
+        consumer.acknowledge(msg)
+    finally:
+        c.close()
+
+
+def test_admin_api_answers_401_without_or_with_a_wrong_token(secure_smoke: LocalCluster) -> None:
+    web = secure_smoke.admin_url("smoke")
+    ca = str(_ca(secure_smoke))
+    good = secure_smoke.client_auth()
+    assert requests.get(f"{web}/admin/v2/tenants", headers=good.headers(), verify=ca, timeout=10).status_code == 200
+    assert requests.get(f"{web}/admin/v2/tenants", verify=ca, timeout=10).status_code == 401
+    forged = jwt.encode({"sub": "admin"}, os.urandom(32), algorithm="HS256")  # right role, wrong key
+    r = requests.get(f"{web}/admin/v2/tenants", headers={"Authorization": f"Bearer {forged}"}, verify=ca, timeout=10)
+    assert r.status_code == 401
+
+
+def test_produce_is_refused_without_or_with_a_wrong_token(secure_smoke: LocalCluster, tmp_path: Path) -> None:
+    ca = _ca(secure_smoke)
+    _produce(secure_smoke, secure_smoke.client_auth("workload"), _topic())  # the control: credentials work
+    with pytest.raises(REFUSED):
+        _produce(secure_smoke, ClientAuth(None, ca), _topic())
+    forged = jwt.encode({"sub": "workload"}, os.urandom(32), algorithm="HS256")
+    with pytest.raises(REFUSED):
+        _produce(secure_smoke, ClientAuth(_token_file(tmp_path, forged), ca), _topic())
+
+
+def test_role_without_permission_is_refused_until_granted(secure_smoke: LocalCluster, tmp_path: Path) -> None:
+    role = f"alice{uuid.uuid4().hex[:6]}"
+    token = commands.create_token(secure_smoke, role, ttl="1h")
+    alice = ClientAuth(_token_file(tmp_path, token), _ca(secure_smoke))
+    web = secure_smoke.admin_url("smoke")
+    topics = f"{web}/admin/v2/namespaces/{NS}/topics"
+    r = requests.get(topics, headers=alice.headers(), verify=alice.verify, timeout=10)
+    assert r.status_code in (401, 403) and "Unauthorized" in r.text  # authenticated, not authorized
+    topic = _topic()
+    with pytest.raises(pulsar.AuthorizationError):
+        _produce(secure_smoke, alice, topic)
+
+    result = CliRunner().invoke(app, ["grant", role, NS, "--actions", "produce,consume",
+                                      "--state-dir", str(secure_smoke.state_dir)])
+    assert result.exit_code == 0, result.output
+    _produce(secure_smoke, alice, topic)
+    assert requests.get(topics, headers=alice.headers(), verify=alice.verify, timeout=10).status_code == 200
+
+
+def test_plain_text_to_the_tls_ports_fails(secure_smoke: LocalCluster) -> None:
+    b, addr = _broker(secure_smoke)
+    with pytest.raises(requests.RequestException):
+        requests.get(f"http://{addr}:{b.port('web')}/admin/v2/brokers/ready",
+                     headers=secure_smoke.client_auth().headers(), timeout=10)
+    plain = pulsar.Client(f"pulsar://{addr}:{b.port('service')}", operation_timeout_seconds=5,
+                          connection_timeout_ms=3000, authentication=pulsar.AuthenticationToken(
+                              secure_smoke.client_auth().token()),
+                          logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    try:
+        with pytest.raises(REFUSED):
+            plain.create_producer(_topic())
+    finally:
+        plain.close()
+
+
+def test_certificate_hostname_is_checked(secure_smoke: LocalCluster) -> None:
+    b, addr = _broker(secure_smoke)
+    ctx = ssl.create_default_context(cafile=str(_ca(secure_smoke)))
+    assert ctx.check_hostname
+
+    def handshake(name: str) -> None:
+        with socket.create_connection((addr, b.port("web")), timeout=10) as raw, \
+                ctx.wrap_socket(raw, server_hostname=name) as tls:
+            assert tls.version()
+
+    handshake(addr)  # the broker's certificate names its own address
+    other = addr.rsplit(".", 1)[0] + ".250"  # a loopback address the certificate does not name
+    with pytest.raises(ssl.SSLCertVerificationError, match="mismatch|match"):
+        handshake(other)
+
+
+def test_env_points_pulsar_admin_at_the_secure_cluster(secure_smoke: LocalCluster, tmp_path: Path) -> None:
+    env = ops.env(secure_smoke.state_dir)
+    v = env.variables
+    token = secure_smoke.client_auth().token()
+    assert v["PULSAR_AUTH_TOKEN_FILE"].endswith("admin.token") and Path(v["PULSAR_TLS_TRUST_CERTS_FILE"]).is_file()
+    assert token not in "\n".join(v.values()) and token not in env.client_conf.read_text()
+    admin = secure_smoke.distribution().home / "bin" / "pulsar-admin"
+    run_env = {**os.environ, **v}
+    if secure_smoke.distribution().java.home:
+        run_env["JAVA_HOME"] = str(secure_smoke.distribution().java.home)
+    r = subprocess.run([str(admin), "namespaces", "list", "smoke"], env=run_env, capture_output=True, text=True,
+                       timeout=300)  # a JVM start on a loaded machine
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert NS in r.stdout
+
+
+def test_workload_with_the_java_driver_and_configure_are_clean(secure_smoke: LocalCluster, tmp_path: Path) -> None:
+    cfg = WorkloadConfig(topic="", duration=3.0, rate=100, producers=1, consumers=1)
+    result = ops.workload_run(secure_smoke.state_dir, cfg, tmp_path / "run")
+    assert not result.errors and not result.failed, result.errors
+    c = result.counters
+    assert c.acked >= 100 and c.received >= c.acked and c.stored >= c.acked
+    report = ops.configure(secure_smoke.state_dir)  # permissions and TLS URLs read back as the topology wants
+    assert report.changes == []
+    placement = ops.inspect_placement(secure_smoke.state_dir, cfg.topic)
+    assert placement.topics
