@@ -46,10 +46,17 @@ class NamespaceOverride(_Strict):
     deduplication: bool | None = None
 
 
+class ClusterOverride(_Strict):
+    """Settings of one cluster of the topology that this scenario alone changes."""
+
+    skip_unrecoverable_data: bool | None = None
+
+
 class TopologySpec(_Strict):
-    """A built-in topology name or a file, with per-scenario overrides of its namespaces."""
+    """A built-in topology name or a file, with per-scenario overrides of its clusters and namespaces."""
 
     ref: str
+    clusters: dict[str, ClusterOverride] = Field(default_factory=dict)
     namespaces: dict[str, NamespaceOverride] = Field(default_factory=dict)
     address_prefix: str | None = None  # 127.<x>: run beside a cluster on the topology's usual addresses
 
@@ -116,11 +123,12 @@ class Scenario(_Strict):
         data = base.model_dump(mode="json", exclude_none=True)
         if self.topology.address_prefix is not None:
             data["address_prefix"] = self.topology.address_prefix
-        by_name = {ns["name"]: ns for ns in data.get("namespaces", [])}
-        for name, over in self.topology.namespaces.items():
-            if name not in by_name:
-                raise KeyError(name)
-            by_name[name].update(over.model_dump(exclude_none=True))
+        for section, overrides in (("clusters", self.topology.clusters), ("namespaces", self.topology.namespaces)):
+            by_name = {x["name"]: x for x in data.get(section, [])}
+            for name, over in overrides.items():
+                if name not in by_name:
+                    raise KeyError(f"{section}.{name}")
+                by_name[name].update(over.model_dump(exclude_none=True))
         return parse(data)
 
     def workload_config(self, topic: str) -> WorkloadConfig:
@@ -209,7 +217,8 @@ def validate(sc: Scenario, source: str) -> None:  # noqa: C901 - one rule after 
     except TopologyError as exc:
         raise ScenarioError(source, "topology", str(exc)) from None
     except KeyError as exc:
-        raise ScenarioError(source, f"topology.namespaces.{exc.args[0]}", "no such namespace in the topology") from None
+        section = exc.args[0].split(".", 1)[0]
+        raise ScenarioError(source, f"topology.{exc.args[0]}", f"no such {section[:-1]} in the topology") from None
     w = sc.workload
     known = {f.name for f in dataclasses.fields(WorkloadConfig)} - {"topic"}
     for k in w.config:

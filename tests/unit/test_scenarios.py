@@ -108,6 +108,20 @@ def test_override_breaking_the_topology_names_its_field() -> None:
     data["topology"]["namespaces"] = {"smoke/other": {"deduplication": True}}
     with pytest.raises(ScenarioError, match="topology.namespaces.smoke/other: no such namespace"):
         parse_scenario(data)
+    data["topology"] = {"ref": "smoke", "clusters": {"nowhere": {"skip_unrecoverable_data": True}}}
+    with pytest.raises(ScenarioError, match="topology.clusters.nowhere: no such cluster"):
+        parse_scenario(data)
+
+
+def test_a_cluster_override_reaches_the_brokers_configuration(tmp_path) -> None:
+    from pulsarlab.render import render
+    from pulsarlab.scenarios.model import load
+
+    topo = load("control-no-redundancy").topology_model()
+    assert topo.cluster("smoke").skip_unrecoverable_data
+    render(topo, tmp_path)
+    [conf] = [p for p in tmp_path.rglob("broker.conf")]
+    assert "autoSkipNonRecoverableData=true" in conf.read_text().splitlines()
 
 
 def test_an_action_is_known_once_registered(monkeypatch: pytest.MonkeyPatch) -> None:
