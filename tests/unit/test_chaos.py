@@ -26,7 +26,7 @@ def sync(tmp_path_factory):
 
 def test_every_fault_is_registered_by_importing_the_schedule() -> None:
     assert {"kill", "stop", "start", "pause", "resume", "region-loss", "partition", "heal", "isolate-zk",
-            "power-loss", "disk-loss", "await-replicated"} <= set(ACTIONS)
+            "power-loss", "disk-loss", "await-replicated", "unload"} <= set(ACTIONS)
 
 
 @pytest.mark.parametrize(("text", "kind", "value"), [
@@ -88,6 +88,8 @@ def test_targets_are_checked_against_the_topology(sync) -> None:
     (Fault(0, "isolate-zk", ("region:eu",)), "not a region"),
     (Fault(0, "kill", ("owner:bad",)), "not a full topic name"),
     (Fault(0, "await-replicated", (TOPIC, "-3")), "positive number"),
+    (Fault(0, "unload", ()), "exactly one topic"),
+    (Fault(0, "unload", ("orders",)), "not a full topic name"),
     (Fault(0, "explode", ()), "unknown fault action 'explode'"),
 ])
 def test_fault_arguments_are_checked_before_anything_runs(sync, fault: Fault, says: str) -> None:
