@@ -97,7 +97,8 @@ class Expect(_Strict):
     """What must hold. ``checks``: the verifier's forbid/allow/forbid_only; ``rpo``: at most this many
     acknowledged messages lost; ``rto_max_s``: every producer's first successful send after each fault
     within this; ``outage_max_s`` / ``outage_min_s``: bounds on each producer's longest window without an
-    ack; ``expect_failure``: checks that must come out non-zero (a control)."""
+    ack; ``expect_failure``: checks that must come out non-zero (a control); ``allow_on``: a check
+    allowed on the named clusters only (it must stay at zero on every other cluster)."""
 
     checks: dict[str, list[str]] = Field(default_factory=dict)
     rpo: int | None = Field(default=None, ge=0)
@@ -105,6 +106,10 @@ class Expect(_Strict):
     outage_max_s: float | None = Field(default=None, gt=0)
     outage_min_s: float | None = Field(default=None, ge=0)
     expect_failure: list[str] = Field(default_factory=list)
+    allow_on: dict[str, list[str]] = Field(default_factory=dict)
+
+
+PER_CLUSTER_CHECKS = ("duplicated_in_storage",)  # the checks the verifier counts per cluster
 
 
 class Scenario(_Strict):
@@ -145,7 +150,7 @@ class Scenario(_Strict):
         """The verifier's expectations: the scenario's, with the failures a control expects allowed
         (the scenario judges them itself: they must be non-zero)."""
         data = dict(self.expect.checks)
-        data["allow"] = [*data.get("allow", []), *self.expect.expect_failure]
+        data["allow"] = [*data.get("allow", []), *self.expect.expect_failure, *self.expect.allow_on]
         return Expectations.from_mapping(data)
 
 
@@ -257,6 +262,15 @@ def validate(sc: Scenario, source: str) -> None:  # noqa: C901 - one rule after 
     for c in [*sc.expect.expect_failure, *[c for v in sc.expect.checks.values() for c in v]]:
         if c not in CHECKS:
             raise ScenarioError(source, "expect", f"unknown check {c!r} (checks: {', '.join(CHECKS)})")
+    clusters = {c.name for c in topo.clusters}
+    for c, where in sc.expect.allow_on.items():
+        if c not in PER_CLUSTER_CHECKS:
+            raise ScenarioError(source, f"expect.allow_on.{c}",
+                                f"only checks counted per cluster can be allowed per cluster: {', '.join(PER_CLUSTER_CHECKS)}")
+        unknown = sorted(set(where) - clusters)
+        if unknown or not where:
+            raise ScenarioError(source, f"expect.allow_on.{c}",
+                                f"no cluster {unknown[0]!r} in the topology" if unknown else "names no cluster")
     if set(sc.expect.expect_failure) & INFORMATIONAL:
         raise ScenarioError(source, "expect.expect_failure",
                             f"informational checks cannot be expected to fail: {sorted(INFORMATIONAL)}")
