@@ -76,6 +76,21 @@ def agreement(verdicts: list[ScenarioVerdict]) -> dict[str, bool]:
     return {name: len(keys) == 1 for name, keys in by_name.items()}
 
 
+def summary_table(verdicts: list[ScenarioVerdict], status: str) -> Table:
+    """One row per run: status, RPO, RTO, acknowledged sends, the checks that counted something, wall time."""
+    table = Table("scenario", "run", "status", "RPO", "max RTO s", "longest without ack s", "acked",
+                  "checks > 0", "wall s", title=f"overall: {status.upper()} "
+                  f"({len(verdicts)} runs, {sum(v.seconds for v in verdicts):.0f} s of runs)")
+    for v in verdicts:
+        rto = v.rto or {}
+        acked = sum(p.get("acked", 0) for p in rto.get("producers", []))
+        counted = " ".join(f"{k}={n}" for k, n in v.checks.items() if n) or "-"
+        table.add_row(v.scenario, Path(v.run_dir).name, v.status, str(v.rpo if v.rpo is not None else "-"),
+                      str(rto.get("max_recovery_s", "-")), str(rto.get("max_outage_s", "-")),
+                      str(acked) if rto else "-", counted, f"{v.seconds:.0f}")
+    return table
+
+
 @scenario_app.command("run")
 @reported
 def run_cmd(
@@ -125,13 +140,7 @@ def run_cmd(
                               "runs": [v.to_json() for v in verdicts]}, indent=2))
     else:
         if len(verdicts) > 1:
-            table = Table("scenario", "run", "status", "RPO", "max RTO s", "longest without ack s",
-                          title=f"overall: {status.upper()}")
-            for v in verdicts:
-                rto = v.rto or {}
-                table.add_row(v.scenario, Path(v.run_dir).name, v.status, str(v.rpo if v.rpo is not None else "-"),
-                              str(rto.get("max_recovery_s", "-")), str(rto.get("max_outage_s", "-")))
-            out.print(table)
+            out.print(summary_table(verdicts, status))
         if repeat > 1:
             for name, same in agree.items():
                 out.print(f"{name}: the {repeat} runs' verdicts {'agree' if same else '[red]DISAGREE[/]'}")

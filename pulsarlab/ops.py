@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -277,7 +278,9 @@ def prepare_topic(cluster: Deployment, target: Target, cfg: WorkloadConfig) -> N
 def workload_run(
     state_dir: Path | None, cfg: WorkloadConfig, out: Path, cluster_name: str | None = None, region: str | None = None,
     tick=None, consume_cluster: str | None = None, replication_timeout: float = 60.0, progress: Reporter = NO_PROGRESS,
+    before_read: Callable[[], None] | None = None,
 ) -> WorkloadResult:
+    """Run a workload; ``before_read`` runs once producing is over, before storage is read back."""
     cluster = open_cluster(state_dir)
     target = workload_target(cluster, cluster_name, region, consume_cluster)
     if out.exists() and any(out.iterdir()):
@@ -291,12 +294,14 @@ def workload_run(
     def caught_up() -> None:  # replication has until then to bring every acknowledged message over
         if target.replication:
             replication.wait_caught_up(cluster, cfg.topic, target.cluster, replication_timeout)
+        if before_read is not None:
+            before_read()
 
     with contextlib.ExitStack() as audits:
         for url in target.read_clusters.values() or [target.service_url]:
             audits.enter_context(audit_subscription(url, cfg.topic, auth=target.auth))
         return Workload(cfg, target, out, cluster.distribution(), run_id).run(
-            tick, after_send=caught_up if target.replication else None, progress=progress
+            tick, after_send=caught_up if target.replication or before_read else None, progress=progress
         )
 
 

@@ -1,8 +1,12 @@
 """Proof of placement: who owns each topic, and where each of its ledgers keeps its copies.
 
 For every topic of the topology's namespaces (or one topic): the owning broker (a lookup) and its
-region; for every ledger, its ensembles of bookie ids (``internalStats?metadata=true``), the regions
-of those bookies and whether Pulsar reports it under-replicated. Two things raise a flag:
+region; for every ledger (listed by the broker's ``internalStats``), its ensembles of bookie ids as
+the ledger's metadata in the metadata store holds them now, the regions of those bookies and whether
+Pulsar reports it under-replicated. The ensembles are read through a running bookie's HTTP API
+(``/api/v1/ledger/metadata/?ledger_id=N``: BookKeeper decodes its own metadata format), not from
+the broker, whose copy of a ledger's metadata keeps the ensemble it wrote with after the bookies'
+auto-recovery has moved the copies. Two things raise a flag:
 
 * a ledger whose copies of some entry miss a region, on a cluster with region-aware placement;
 * a topic of a namespace whose isolation policy names primary brokers of one region, owned by a
@@ -11,7 +15,8 @@ of those bookies and whether Pulsar reports it under-replicated. Two things rais
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 import requests
 
@@ -29,6 +34,7 @@ class LedgerPlacement:
     missing_regions: list[str]
     under_replicated: bool  # some bookie of its ensembles is not registered (writable or read-only)
     pulsar_under_replicated: bool  # Pulsar's own flag (on 4.0.8 it reads true even with every bookie up)
+    ensembles_from: str = ""  # where the ensembles were read: the metadata store, or the broker and why
 
 
 @dataclass
@@ -77,18 +83,49 @@ def write_sets(bookies: list[str], write_quorum: int) -> list[list[str]]:
     return [[bookies[(i + k) % e] for k in range(w)] for i in range(e)] if e else []
 
 
-def available_bookies(cluster: Deployment, name: str) -> set[str] | None:
-    """Bookie ids registered right now (writable and read-only), asked of a running bookie."""
+def bookie_get(cluster: Deployment, name: str, path: str) -> tuple[str, Any] | None:
+    """``(bookie id, JSON answer)`` of the first running bookie of cluster ``name`` that answers
+    ``GET path`` on its HTTP API; None when none does. A 404 is an answer (``None`` as JSON)."""
     topo = cluster.topo
     for b in topo.nodes_of(Role.BOOKIE, name):
         if not cluster.alive(b.name):
             continue
-        base = f"http://{topo.address_of(b)}:{b.port('http')}/api/v1/bookie/list_bookies?print_hostnames=false&type="
         try:
-            return {i for kind in ("rw", "ro") for i in requests.get(base + kind, timeout=5).json()}
+            resp = requests.get(f"http://{topo.address_of(b)}:{b.port('http')}{path}", timeout=5)
+            if resp.status_code == 404:
+                return b.name, None
+            resp.raise_for_status()
+            return b.name, resp.json()
         except (requests.RequestException, ValueError):
             continue
     return None
+
+
+def available_bookies(cluster: Deployment, name: str) -> set[str] | None:
+    """Bookie ids registered right now (writable and read-only), asked of a running bookie."""
+    out: set[str] = set()
+    for kind in ("rw", "ro"):
+        got = bookie_get(cluster, name, f"/api/v1/bookie/list_bookies?print_hostnames=false&type={kind}")
+        if got is None:
+            return None
+        out |= set(got[1] or ())  # a map of bookie id -> host name
+    return out
+
+
+def stored_ensembles(cluster: Deployment, name: str, ledger_id: int) -> tuple[dict[int, list[str]] | None, str]:
+    """A ledger's ensembles (first entry id -> bookie ids) as its metadata in the metadata store
+    holds them, read through a running bookie of cluster ``name``; ``(None, why)`` when no bookie
+    answered or the ledger has no metadata (deleted)."""
+    got = bookie_get(cluster, name, f"/api/v1/ledger/metadata/?ledger_id={ledger_id}")
+    if got is None:
+        return None, "no running bookie answered /api/v1/ledger/metadata"
+    bookie, data = got
+    meta = (data or {}).get(str(ledger_id)) if isinstance(data, dict) else None
+    if not isinstance(meta, dict) or not isinstance(meta.get("allEnsembles"), dict):
+        return None, f"{bookie} has no metadata of ledger {ledger_id}"
+    ensembles = {int(first): [b["id"] if isinstance(b, dict) else str(b) for b in ids]
+                 for first, ids in meta["allEnsembles"].items()}
+    return dict(sorted(ensembles.items())), f"metadata store (via {bookie})"
 
 
 def ledger_placement(
@@ -107,7 +144,7 @@ def ledger_placement(
     used = {b for bookies in led.ensembles.values() for b in bookies}
     under = bool(used - available) if available is not None else led.under_replicated
     return LedgerPlacement(
-        led.ledger_id, led.entries, led.ensembles, sorted(seen), sorted(missing), under, led.under_replicated
+        led.ledger_id, led.entries, led.ensembles, sorted(seen), sorted(missing), under, led.under_replicated,
     )
 
 
@@ -135,8 +172,17 @@ def inspect(cluster: Deployment, topic: str | None = None) -> PlacementReport:
                 owner = admin.lookup(t)
                 tp = TopicPlacement(t, cname, owner.broker_id, brokers.get(owner.host, "?"), home)
                 for led in admin.ledgers(t):
+                    stored, source = stored_ensembles(cluster, cname, led.ledger_id)
+                    if stored is not None:
+                        led = replace(led, ensembles=stored, metadata_seen=True)
+                    else:
+                        source = f"broker internalStats ({source})"
                     lp = ledger_placement(led, bookies, regions, persistence.write_quorum, c.placement == "region",
                                           live)
+                    lp.ensembles_from = source
+                    if stored is None:
+                        tp.flags.append(f"ledger {lp.ledger_id}: ensembles read from the broker, which may keep a "
+                                        f"stale copy ({source})")
                     tp.ledgers.append(lp)
                     if lp.missing_regions:
                         tp.flags.append(f"ledger {lp.ledger_id} has entries with no copy in {', '.join(lp.missing_regions)}")

@@ -4,4 +4,4 @@ Importing this package (or any module of it, ``pulsarlab.chaos.schedule`` includ
 every action in :data:`pulsarlab.chaos.schedule.ACTIONS`.
 """
 
-from pulsarlab.chaos import network, nodes, outages, recovery, schedule  # noqa: F401 - each registers its actions
+from pulsarlab.chaos import network, nodes, outages, recovery, schedule, topics  # noqa: F401 - each registers its actions

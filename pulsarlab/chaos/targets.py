@@ -7,6 +7,8 @@ A target is one of:
 * ``ensemble:TOPIC`` - a bookie of the ensemble of the topic's newest ledger (the last
   ensemble of that ledger: the bookies being written to);
 * ``region:R`` - every node of region ``R``.
+* ``down:ROLE`` - every node of that role (``bookie``, ``broker``...) that is not running now
+  (``disk-loss down:bookie`` after ``kill ensemble:{topic}``: the bookie that was killed).
 
 :func:`parse` and :func:`check` need no running cluster (syntax, known node, region and
 namespace); :func:`resolve` asks the running cluster.
@@ -21,7 +23,7 @@ from pulsarlab.deployment import Deployment
 from pulsarlab.errors import StateError
 from pulsarlab.topology import Role, Topology, namespace_clusters
 
-KINDS = ("owner", "ensemble", "region")
+KINDS = ("owner", "ensemble", "region", "down")
 
 
 @dataclass(frozen=True)
@@ -47,8 +49,10 @@ def parse(text: str) -> Target:
         raise ValueError(f"unknown target kind {kind!r} in {text!r}: a node name, or "
                          + ", ".join(f"{k}:..." for k in KINDS))
     if not value:
-        raise ValueError(f"target {text!r} names no {'region' if kind == 'region' else 'topic'}")
-    if kind != "region":
+        raise ValueError(f"target {text!r} names no {dict(region='region', down='role').get(kind, 'topic')}")
+    if kind == "down" and value not in {r.value for r in Role}:
+        raise ValueError(f"{text!r}: down: names a role ({', '.join(r.value for r in Role)})")
+    if kind not in ("region", "down"):
         check_topic_syntax(value)
     return Target(kind, value)
 
@@ -90,6 +94,9 @@ def check(topo: Topology, target: Target, role: Role | None = None) -> None:
             raise ValueError(f"no region {target.value!r} in topology {topo.name!r} (regions: {', '.join(topo.regions)})")
         if role is not None and not [n for n in topo.nodes if n.region == target.value and n.role == role]:
             raise ValueError(f"region {target.value} has no {role.value}")
+    elif target.kind == "down":
+        if role is not None and Role(target.value) != role:
+            raise ValueError(f"{target} names a {target.value}, not a {role.value}")
     else:
         wants = Role.BROKER if target.kind == "owner" else Role.BOOKIE
         if role is not None and role != wants:
@@ -100,7 +107,7 @@ def check(topo: Topology, target: Target, role: Role | None = None) -> None:
 def check_all(topo: Topology, texts: tuple[str, ...] | list[str], role: Role | None = None) -> list[Target]:
     """Parse and check every target; at least one is needed."""
     if not texts:
-        raise ValueError("needs at least one node or target (NAME, owner:TOPIC, ensemble:TOPIC, region:R)")
+        raise ValueError("needs at least one node or target (NAME, owner:TOPIC, ensemble:TOPIC, region:R, down:ROLE)")
     out = [parse(t) for t in texts]
     for t in out:
         check(topo, t, role)
@@ -148,6 +155,11 @@ def resolve(cluster: Deployment, target: Target) -> list[str]:
         return [n.name for n in cluster.topo.nodes if n.region == target.value]
     if target.kind == "owner":
         return [owner(cluster, target.value)]
+    if target.kind == "down":
+        down = [n.name for n in cluster.topo.nodes if n.role == Role(target.value) and not cluster.alive(n.name)]
+        if not down:
+            raise StateError(f"{target}: every {target.value} is running")
+        return down
     return ensemble(cluster, target.value)[:1]
 
 

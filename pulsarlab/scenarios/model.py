@@ -46,10 +46,17 @@ class NamespaceOverride(_Strict):
     deduplication: bool | None = None
 
 
+class ClusterOverride(_Strict):
+    """Settings of one cluster of the topology that this scenario alone changes."""
+
+    skip_unrecoverable_data: bool | None = None
+
+
 class TopologySpec(_Strict):
-    """A built-in topology name or a file, with per-scenario overrides of its namespaces."""
+    """A built-in topology name or a file, with per-scenario overrides of its clusters and namespaces."""
 
     ref: str
+    clusters: dict[str, ClusterOverride] = Field(default_factory=dict)
     namespaces: dict[str, NamespaceOverride] = Field(default_factory=dict)
     address_prefix: str | None = None  # 127.<x>: run beside a cluster on the topology's usual addresses
 
@@ -90,7 +97,8 @@ class Expect(_Strict):
     """What must hold. ``checks``: the verifier's forbid/allow/forbid_only; ``rpo``: at most this many
     acknowledged messages lost; ``rto_max_s``: every producer's first successful send after each fault
     within this; ``outage_max_s`` / ``outage_min_s``: bounds on each producer's longest window without an
-    ack; ``expect_failure``: checks that must come out non-zero (a control)."""
+    ack; ``expect_failure``: checks that must come out non-zero (a control); ``allow_on``: a check
+    allowed on the named clusters only (it must stay at zero on every other cluster)."""
 
     checks: dict[str, list[str]] = Field(default_factory=dict)
     rpo: int | None = Field(default=None, ge=0)
@@ -98,6 +106,10 @@ class Expect(_Strict):
     outage_max_s: float | None = Field(default=None, gt=0)
     outage_min_s: float | None = Field(default=None, ge=0)
     expect_failure: list[str] = Field(default_factory=list)
+    allow_on: dict[str, list[str]] = Field(default_factory=dict)
+
+
+PER_CLUSTER_CHECKS = ("duplicated_in_storage",)  # the checks the verifier counts per cluster
 
 
 class Scenario(_Strict):
@@ -116,11 +128,12 @@ class Scenario(_Strict):
         data = base.model_dump(mode="json", exclude_none=True)
         if self.topology.address_prefix is not None:
             data["address_prefix"] = self.topology.address_prefix
-        by_name = {ns["name"]: ns for ns in data.get("namespaces", [])}
-        for name, over in self.topology.namespaces.items():
-            if name not in by_name:
-                raise KeyError(name)
-            by_name[name].update(over.model_dump(exclude_none=True))
+        for section, overrides in (("clusters", self.topology.clusters), ("namespaces", self.topology.namespaces)):
+            by_name = {x["name"]: x for x in data.get(section, [])}
+            for name, over in overrides.items():
+                if name not in by_name:
+                    raise KeyError(f"{section}.{name}")
+                by_name[name].update(over.model_dump(exclude_none=True))
         return parse(data)
 
     def workload_config(self, topic: str) -> WorkloadConfig:
@@ -137,7 +150,7 @@ class Scenario(_Strict):
         """The verifier's expectations: the scenario's, with the failures a control expects allowed
         (the scenario judges them itself: they must be non-zero)."""
         data = dict(self.expect.checks)
-        data["allow"] = [*data.get("allow", []), *self.expect.expect_failure]
+        data["allow"] = [*data.get("allow", []), *self.expect.expect_failure, *self.expect.allow_on]
         return Expectations.from_mapping(data)
 
 
@@ -209,7 +222,8 @@ def validate(sc: Scenario, source: str) -> None:  # noqa: C901 - one rule after 
     except TopologyError as exc:
         raise ScenarioError(source, "topology", str(exc)) from None
     except KeyError as exc:
-        raise ScenarioError(source, f"topology.namespaces.{exc.args[0]}", "no such namespace in the topology") from None
+        section = exc.args[0].split(".", 1)[0]
+        raise ScenarioError(source, f"topology.{exc.args[0]}", f"no such {section[:-1]} in the topology") from None
     w = sc.workload
     known = {f.name for f in dataclasses.fields(WorkloadConfig)} - {"topic"}
     for k in w.config:
@@ -248,6 +262,15 @@ def validate(sc: Scenario, source: str) -> None:  # noqa: C901 - one rule after 
     for c in [*sc.expect.expect_failure, *[c for v in sc.expect.checks.values() for c in v]]:
         if c not in CHECKS:
             raise ScenarioError(source, "expect", f"unknown check {c!r} (checks: {', '.join(CHECKS)})")
+    clusters = {c.name for c in topo.clusters}
+    for c, where in sc.expect.allow_on.items():
+        if c not in PER_CLUSTER_CHECKS:
+            raise ScenarioError(source, f"expect.allow_on.{c}",
+                                f"only checks counted per cluster can be allowed per cluster: {', '.join(PER_CLUSTER_CHECKS)}")
+        unknown = sorted(set(where) - clusters)
+        if unknown or not where:
+            raise ScenarioError(source, f"expect.allow_on.{c}",
+                                f"no cluster {unknown[0]!r} in the topology" if unknown else "names no cluster")
     if set(sc.expect.expect_failure) & INFORMATIONAL:
         raise ScenarioError(source, "expect.expect_failure",
                             f"informational checks cannot be expected to fail: {sorted(INFORMATIONAL)}")

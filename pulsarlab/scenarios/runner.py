@@ -132,7 +132,8 @@ def run_scenario(
             say(f"workload on {topic}: {sc.workload_config(topic).duration:g}s of producing")
             try:
                 ops.workload_run(state_dir, sc.workload_config(topic), run_dir, sc.workload.cluster,
-                                 sc.workload.region, tick=on_tick, consume_cluster=sc.workload.consume_cluster)
+                                 sc.workload.region, tick=on_tick, consume_cluster=sc.workload.consume_cluster,
+                                 before_read=steps.join)  # storage is read back once every fault is done
                 workload_ran = True
             finally:
                 if not steps.join():

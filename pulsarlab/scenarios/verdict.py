@@ -12,7 +12,7 @@ from rich.table import Table
 
 from pulsarlab.scenarios.model import Scenario
 from pulsarlab.scenarios.rto import Rto
-from pulsarlab.verify.model import ABSENCE, EXIT_CODES, FAIL, INCONCLUSIVE, PASS, Verdict
+from pulsarlab.verify.model import ABSENCE, EXIT_CODES, FAIL, INCONCLUSIVE, PASS, Check, Verdict
 
 SCENARIO_FILE = "scenario.json"
 FAULTS_FILE = "faults.json"
@@ -114,6 +114,15 @@ def _cell(v: Any) -> str:
     return "-" if v is None else str(v)
 
 
+def judge_allowed_on(c: Check, where: list[str], guessed: bool) -> Judged:
+    """A check allowed on ``where`` only: zero on every other cluster, its count on each shown."""
+    elsewhere = sum(n for cluster, n in c.by_cluster.items() if cluster not in where)
+    shown = ", ".join(f"{cluster}: {n}" for cluster, n in c.by_cluster.items()) or str(c.count)
+    unsplit = c.count and sum(c.by_cluster.values()) != c.count  # no per-cluster count to judge by
+    status = INCONCLUSIVE if guessed or unsplit else (PASS if elsewhere == 0 else FAIL)
+    return Judged(f"check {c.name}", f"= 0 outside {', '.join(where)}", shown, status)
+
+
 def judge(sc: Scenario, verdict: Verdict | None, rto: Rto | None, waits: list[dict[str, Any]]) -> list[Judged]:
     """Each expectation of ``sc`` against what the run produced; evidence missing makes an
     expectation that needs it inconclusive, never a pass."""
@@ -131,6 +140,8 @@ def judge(sc: Scenario, verdict: Verdict | None, rto: Rto | None, waits: list[di
             if c.name in e.expect_failure:
                 status = PASS if c.count > 0 else (INCONCLUSIVE if guessed(c.name) else FAIL)
                 out.append(Judged(f"check {c.name}", "> 0 (control)", c.count, status))
+            elif c.name in e.allow_on:
+                out.append(judge_allowed_on(c, e.allow_on[c.name], guessed(c.name)))
             elif not allowed.allows(c.name):
                 status = INCONCLUSIVE if guessed(c.name) else (PASS if c.count == 0 else FAIL)
                 out.append(Judged(f"check {c.name}", "= 0", c.count, status))

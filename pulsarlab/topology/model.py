@@ -87,6 +87,9 @@ class Cluster(_Strict):
     persistence: Persistence = Field(default_factory=Persistence)
     metadata_root: str = ""
     isolation: list[IsolationPolicy] = Field(default_factory=list)
+    # brokers read past entries no bookie has any more instead of failing (autoSkipNonRecoverableData):
+    # data loss made readable, so that a control scenario's read-back can reach the end and count it
+    skip_unrecoverable_data: bool = False
 
 
 class Tenant(_Strict):

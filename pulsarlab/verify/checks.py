@@ -20,6 +20,7 @@ from pulsarlab.verify.events import (
     POSITION_BITS,
 )
 from pulsarlab.verify.plan import (
+    BY_CLUSTER_SEP,
     CHUNK_ROWS,
     PARTIAL,
     REPLICATION_HIST,
@@ -113,13 +114,16 @@ def _chunk(plan: Plan, t: pa.Table, partial: dict[str, Any]) -> Iterator[pa.Reco
     missing = pc.and_(scanned, pc.invert(bit(read_bits, ok_cid)))
     view = {"pidx": c["pidx"], "seq": c["seq"]}
 
-    def check(name: str, mask: pa.Array, detail: Any, extra: dict[str, pa.Array] | None = None) -> None:
+    def check(name: str, mask: pa.Array, detail: Any, extra: dict[str, pa.Array] | None = None,
+              cluster: str | None = None) -> None:
         mask = true_only(mask)
         count = pc.sum(mask).as_py() or 0
         if not count:
             return
         rows = first_rows(pa.table({**view, **(extra or {})}), mask)
         add_found(partial["found"], name, count, [example(r["pidx"], r["seq"], detail(r)) for r in rows])
+        if cluster is not None:  # the same count, per cluster (the verdict's ``by_cluster``)
+            add_found(partial["found"], f"{name}{BY_CLUSTER_SEP}{cluster}", count, [])
 
     clusters = plan.clusters
     check(
@@ -167,7 +171,7 @@ def _chunk(plan: Plan, t: pa.Table, partial: dict[str, Any]) -> Iterator[pa.Reco
     check("failed_but_stored", pc.and_(failed, stored_any), lambda r: {})
     for i, cluster in enumerate(clusters):
         dup = pc.not_equal(c[f"idmin_{i}"], c[f"idmax_{i}"])
-        check("duplicated_in_storage", dup, lambda r, cluster=cluster: {"cluster": cluster})
+        check("duplicated_in_storage", dup, lambda r, cluster=cluster: {"cluster": cluster}, cluster=cluster)
     for j, (cluster, sub) in enumerate(plan.subs):
         labels = {"cluster": cluster, "subscription": sub}
         if plan.never[j]:

@@ -46,7 +46,7 @@ from pulsarlab.verify.dims import MAX_CLUSTERS, base_topic, column_range, read_d
 from pulsarlab.verify.events import NO_SEQ, Context, Unit
 from pulsarlab.verify.evidence import judge, read_manifests, read_scans, replication_targets
 from pulsarlab.verify.model import CHECKS, MAX_EXAMPLES, Check, Expectations, Verdict
-from pulsarlab.verify.plan import Example, Plan, add_found
+from pulsarlab.verify.plan import BY_CLUSTER_SEP, Example, Plan, add_found
 from pulsarlab.verify.session import SPARK_LOG_NAME, spark_session
 
 __all__ = ["MAX_CLUSTERS", "SPARK_SCHEMA", "VERDICT_FILE", "base_topic", "verify"]
@@ -233,7 +233,9 @@ class _Job:
         for name in CHECKS:
             count, examples = found.get(name, (0, []))
             shown = [{"producer": producers[k[1]] if k[0] else None, "seq": k[3] if k[2] else None, **e} for k, e in examples]
-            checks_out.append(Check(name, count, shown, allowed=self.expect.allows(name)))
+            by_cluster = {k.split(BY_CLUSTER_SEP, 1)[1]: v[0] for k, v in sorted(found.items())
+                          if k.startswith(name + BY_CLUSTER_SEP)}
+            checks_out.append(Check(name, count, shown, allowed=self.expect.allows(name), by_cluster=by_cluster))
         return Verdict(
             [str(d) for d in self.directories],
             checks_out,

@@ -94,6 +94,7 @@ class Check:
     count: int
     examples: list[dict[str, Any]] = field(default_factory=list)
     allowed: bool = False
+    by_cluster: dict[str, int] = field(default_factory=dict)  # per cluster, for the checks that say (storage duplicates)
 
     @property
     def passed(self) -> bool:

@@ -20,6 +20,7 @@ from pulsarlab.verify.events import (
 )
 
 MAX_EXAMPLES = 20
+BY_CLUSTER_SEP = "@"  # ``found`` keys ``check@cluster`` hold a check's count on one cluster
 PARTIAL = -1  # the route of the partial results: they pass the second exchange untouched
 CHUNK_ROWS = 1 << 20
 REPLICATION_HIST = "rep:"  # + a destination cluster: the histogram of its replication delays

@@ -163,11 +163,6 @@ def test_region_loss_kills_exactly_that_regions_nodes(sync: LocalCluster) -> Non
     assert down == {"bk1-us", "bk2-us", "pulsar1-us", "pulsar2-us"}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known gap: the bookies re-replicate (their log shows the fragment moved to the other eu bookie "
-    "about a second after the lost bookie's session expired), but the broker's internalStats?metadata=true, "
-    "which inspect placement reads, keeps the ledger's old ensemble; the ledger metadata must be read "
-    "from the metadata store (or a bookie's /api/v1/ledger/metadata) instead"))
 def test_auto_recovery_re_replicates_a_lost_bookies_ledgers_within_the_region(sync: LocalCluster) -> None:
     topic = f"persistent://mytenant/eu/recovery-{uuid.uuid4().hex[:6]}"
     produce(sync, topic, 50)
@@ -187,6 +182,7 @@ def test_auto_recovery_re_replicates_a_lost_bookies_ledgers_within_the_region(sy
     assert ensembles and all(lost_id not in bs for bs in ensembles), ensembles
     assert any(other_id in bs for bs in ensembles), f"the copies did not move to {other}: {ensembles}"
     assert all(led.regions == ["eu", "us"] for led in report.topics[0].ledgers)
+    assert all(led.ensembles_from.startswith("metadata store") for led in report.topics[0].ledgers)
 
 
 def recovery_log_lines(cluster: LocalCluster, last: int = 12) -> str:

@@ -12,6 +12,7 @@ from pulsarlab.chaos import netfilter, targets
 from pulsarlab.chaos.netfilter import Rule
 from pulsarlab.chaos.schedule import ACTIONS, Fault, check
 from pulsarlab.cli import app
+from pulsarlab.errors import StateError
 from pulsarlab.runtime import new_deployment
 from pulsarlab.topology import Role, load
 
@@ -26,7 +27,7 @@ def sync(tmp_path_factory):
 
 def test_every_fault_is_registered_by_importing_the_schedule() -> None:
     assert {"kill", "stop", "start", "pause", "resume", "region-loss", "partition", "heal", "isolate-zk",
-            "power-loss", "disk-loss", "await-replicated"} <= set(ACTIONS)
+            "power-loss", "disk-loss", "await-replicated", "unload"} <= set(ACTIONS)
 
 
 @pytest.mark.parametrize(("text", "kind", "value"), [
@@ -34,6 +35,7 @@ def test_every_fault_is_registered_by_importing_the_schedule() -> None:
     (f"owner:{TOPIC}", "owner", TOPIC),
     (f"ensemble:{TOPIC}", "ensemble", TOPIC),
     ("region:us", "region", "us"),
+    ("down:bookie", "down", "bookie"),
 ])
 def test_targets_parse(text: str, kind: str, value: str) -> None:
     t = targets.parse(text)
@@ -46,6 +48,8 @@ def test_targets_parse(text: str, kind: str, value: str) -> None:
     ("leader:x", "unknown target kind 'leader'"),
     ("owner:", "names no topic"),
     ("region:", "names no region"),
+    ("down:", "names no role"),
+    ("down:bookies", "down: names a role"),
     ("owner:mytenant/eu/t1", "not a full topic name"),
     ("ensemble:http://mytenant/eu/t1", "not a full topic name"),
 ])
@@ -71,6 +75,8 @@ def test_targets_are_checked_against_the_topology(sync) -> None:
         targets.check_all(topo, ["pulsar1-eu"], Role.BOOKIE)
     with pytest.raises(ValueError, match="names a broker, not a bookie"):
         targets.check_all(topo, [f"owner:{TOPIC}"], Role.BOOKIE)
+    with pytest.raises(ValueError, match="down:broker names a broker, not a bookie"):
+        targets.check_all(topo, ["down:broker"], Role.BOOKIE)
     with pytest.raises(ValueError, match="at least one"):
         targets.check_all(topo, [])
 
@@ -88,6 +94,8 @@ def test_targets_are_checked_against_the_topology(sync) -> None:
     (Fault(0, "isolate-zk", ("region:eu",)), "not a region"),
     (Fault(0, "kill", ("owner:bad",)), "not a full topic name"),
     (Fault(0, "await-replicated", (TOPIC, "-3")), "positive number"),
+    (Fault(0, "unload", ()), "exactly one topic"),
+    (Fault(0, "unload", ("orders",)), "not a full topic name"),
     (Fault(0, "explode", ()), "unknown fault action 'explode'"),
 ])
 def test_fault_arguments_are_checked_before_anything_runs(sync, fault: Fault, says: str) -> None:
@@ -180,3 +188,10 @@ def test_a_copy_on_a_bookie_known_down_is_a_gap_even_while_still_registered() ->
     assert gaps(report, {"127.0.1.2:3181"}) == [f"{TOPIC} ledger 7: a copy on a lost bookie (127.0.1.2:3181)"]
     led.missing_regions = ["eu"]
     assert gaps(report) == [f"{TOPIC} ledger 7: no copy in eu"]
+
+
+def test_down_stands_for_the_nodes_of_a_role_not_running_now(sync, monkeypatch) -> None:
+    monkeypatch.setattr(sync, "alive", lambda name: name != "bk2-us")
+    assert targets.resolve_all(sync, ["down:bookie"]) == ["bk2-us"]
+    with pytest.raises(StateError, match="down:broker: every broker is running"):
+        targets.resolve_all(sync, ["down:broker"])

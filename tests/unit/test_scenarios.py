@@ -108,6 +108,20 @@ def test_override_breaking_the_topology_names_its_field() -> None:
     data["topology"]["namespaces"] = {"smoke/other": {"deduplication": True}}
     with pytest.raises(ScenarioError, match="topology.namespaces.smoke/other: no such namespace"):
         parse_scenario(data)
+    data["topology"] = {"ref": "smoke", "clusters": {"nowhere": {"skip_unrecoverable_data": True}}}
+    with pytest.raises(ScenarioError, match="topology.clusters.nowhere: no such cluster"):
+        parse_scenario(data)
+
+
+def test_a_cluster_override_reaches_the_brokers_configuration(tmp_path) -> None:
+    from pulsarlab.render import render
+    from pulsarlab.scenarios.model import load
+
+    topo = load("control-no-redundancy").topology_model()
+    assert topo.cluster("smoke").skip_unrecoverable_data
+    render(topo, tmp_path)
+    [conf] = [p for p in tmp_path.rglob("broker.conf")]
+    assert "autoSkipNonRecoverableData=true" in conf.read_text().splitlines()
 
 
 def test_an_action_is_known_once_registered(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -250,6 +264,30 @@ def test_a_control_passes_when_its_failure_is_detected() -> None:
     assert status == "fail" and each["check corrupted"] == "fail"
 
 
+def test_a_check_allowed_on_one_cluster_fails_on_any_other() -> None:
+    geo = {**BASE, "topology": "geo", "workload": {"namespace": "world/global", "cluster": "cluster-us"},
+           "schedule": [], "expect": {"allow_on": {"duplicated_in_storage": ["cluster-eu"]}}}
+
+    def dup(by_cluster: dict[str, int], reasons: list[str] | None = None) -> Verdict:
+        v = verdict({"duplicated_in_storage": sum(by_cluster.values())}, allowed={"duplicated_in_storage"}, reasons=reasons)
+        v.check("duplicated_in_storage").by_cluster = by_cluster
+        return v
+
+    assert parse_scenario(geo).expectations().allows("duplicated_in_storage")
+    status, each = status_of(geo, dup({"cluster-eu": 13}))
+    assert status == "pass" and each["check duplicated_in_storage"] == "pass"
+    status, each = status_of(geo, dup({"cluster-eu": 13, "cluster-us": 1}))
+    assert status == "fail" and each["check duplicated_in_storage"] == "fail"
+    status, _ = status_of(geo, dup({"cluster-eu": 2}, reasons=["no read-back of t on cluster-us"]))
+    assert status == "inconclusive"  # duplicates on us may be in the read-back that is missing
+    no_split = verdict({"duplicated_in_storage": 3}, allowed={"duplicated_in_storage"})
+    assert status_of(geo, no_split)[1]["check duplicated_in_storage"] == "inconclusive"
+    for where, says in [({"lost": ["cluster-eu"]}, "only checks counted per cluster"),
+                        ({"duplicated_in_storage": ["cluster-mars"]}, "no cluster 'cluster-mars'")]:
+        with pytest.raises(ScenarioError, match=says):
+            parse_scenario({**geo, "expect": {"allow_on": where}})
+
+
 def test_rto_bounds_and_waits(tmp_path: Path) -> None:
     times = [i * 0.5 for i in range(21)]
     write_table(tmp_path, "producer-p0", sends("p0", times, {t: 7.0 for t in times if 3.5 <= t < 7.0}))
@@ -366,3 +404,24 @@ def test_steps_run_in_order_at_their_offsets_and_record_what_happened(monkeypatc
     assert [(w.condition, w.held) for w in steps.waits] == [
         ("node_dead bk1-eu", True), ("node_alive bk1-eu", True), ("node_dead bk2-us", False)]
     assert steps.waits[2].seconds == pytest.approx(0.3, abs=0.2) and steps.waits[2].seen == "bk2-us alive"
+
+
+def test_the_matrix_summary_gives_each_runs_counts_and_wall_time() -> None:
+    from rich.console import Console
+
+    from pulsarlab.cli_scenario import summary_table
+    from pulsarlab.scenarios.verdict import Judged, ScenarioVerdict
+
+    lost = ScenarioVerdict("control-no-redundancy", "/runs/control-no-redundancy", True, checks={"lost": 812, "corrupted": 0},
+                           rpo=812, rto={"max_recovery_s": None, "max_outage_s": 0.2,
+                                         "producers": [{"acked": 3600}]},
+                           expectations=[Judged("check lost", "> 0", 812, "pass")], seconds=171.4)
+    short = ScenarioVerdict("power-loss", "/runs/power-loss", False, reasons=["the run failed: no Java"], seconds=3.0)
+    console = Console(width=250, record=True)
+    console.print(summary_table([lost, short], "inconclusive"))
+    text = console.export_text()
+    assert "overall: INCONCLUSIVE (2 runs, 174 s of runs)" in text
+    row = next(line for line in text.splitlines() if "control-no-redundancy" in line)
+    assert all(w in row for w in ("pass", "812", "3600", "lost=812", "171")) and "corrupted" not in row
+    row = next(line for line in text.splitlines() if "power-loss" in line)
+    assert "inconclusive" in row and " 3 " in row

@@ -126,3 +126,4 @@ def test_message_stored_twice_on_one_replica_is_duplicated_there_exactly(spark, 
     assert nonzero(verdict) == {"duplicated_in_storage": 1}
     [example] = verdict.check("duplicated_in_storage").examples
     assert (example["producer"], example["seq"], example["cluster"]) == ("p1", 1, cluster)
+    assert verdict.check("duplicated_in_storage").by_cluster == {cluster: 1}  # counted per cluster too

@@ -1,0 +1,32 @@
+"""Topic actions: ``unload TOPIC``.
+
+* ``unload TOPIC``: the owning broker closes the topic (its current ledger is closed) and the
+  topic is loaded again on a new ledger, by the same or another broker. A scenario uses it to put
+  a ledger it damaged behind the topic's current one: Pulsar can skip a ledger no bookie holds any
+  more (``autoSkipNonRecoverableData``) only when a next ledger exists to move the reader to.
+"""
+
+from __future__ import annotations
+
+from pulsarlab.admin.client import AdminClient
+from pulsarlab.chaos import targets
+from pulsarlab.chaos.schedule import register
+from pulsarlab.deployment import Deployment
+
+
+def _one_topic(cluster: Deployment, args: tuple[str, ...]) -> None:
+    if len(args) != 1:
+        raise ValueError("needs exactly one topic")
+    targets.check_topic_syntax(args[0])
+    targets.topic_cluster(cluster.topo, args[0])
+
+
+def unload(cluster: Deployment, args: tuple[str, ...]) -> str:
+    """Unload the topic over the admin REST API of its cluster."""
+    topic = args[0]
+    name = targets.topic_cluster(cluster.topo, topic)
+    AdminClient(cluster.admin_url(name)).unload_topic(topic)
+    return f"unloaded {topic}: its current ledger closed, the topic loaded again on a new one"
+
+
+register("unload", unload, _one_topic)
