@@ -56,7 +56,8 @@ def node_dirs(base: Path, node: Node) -> NodeDirs:
     return NodeDirs(base.resolve() / "nodes" / node.name)
 
 
-def _env() -> Environment:
+def template_env() -> Environment:
+    """The Jinja environment of ``pulsarlab/templates`` (strict: an undefined name is an error)."""
     return Environment(
         loader=FileSystemLoader(str(TEMPLATES_DIR)),
         undefined=StrictUndefined,
@@ -107,7 +108,7 @@ def render_node(
 ) -> dict[Path, str]:
     """The files of one node: its server configuration and its log configuration. ``security_root``:
     where the node finds the secure profile's material (default: ``security/`` beside ``nodes/``)."""
-    env = _env()
+    env = template_env()
     cluster = topo.cluster(node.cluster) if node.cluster else None
     ctx = {
         "node": node,

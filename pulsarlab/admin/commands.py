@@ -20,14 +20,12 @@ from pulsarlab.topology import Role, Topology
 
 ADMIN = "bin/pulsar-admin"
 
-# bash helpers of the configure script: j_value KEY DOC, j_list KEY DOC (sorted, comma-joined),
-# j_object KEY DOC (the first {...} under KEY, one level deep)
+# bash helpers of the configure script: j_value KEY DOC, j_list KEY DOC (sorted, comma-joined)
 HELPERS = r"""
 strip() { tr -d ' \n\t\r'; }
 j_value() { grep -o "\"$1\":\(\"[^\"]*\"\|[^,}]*\)" <<<"$2" | head -n1 | sed -E "s/^\"$1\"://; s/^\"(.*)\"$/\1/"; }
 j_list() { grep -o "\"$1\":\[[^]]*\]" <<<"$2" | head -n1 | sed -E 's/^[^[]*\[//; s/\]$//' | tr ',' '\n' \
            | sed -E 's/^"(.*)"$/\1/' | sed '/^$/d' | LC_ALL=C sort | paste -sd, -; }
-j_object() { grep -o "\"$1\":{[^}]*}" <<<"$2" | head -n1; }
 differs=()
 READ_ONLY=0
 check() { # check LABEL GOT WANT: record a difference (and fail) when GOT is not WANT

@@ -23,7 +23,7 @@ import requests
 
 from pulsarlab.errors import PulsarlabError
 from pulsarlab.monitoring.targets import scrape_targets
-from pulsarlab.render import _env as template_env
+from pulsarlab.render import template_env
 from pulsarlab.runtime.state import ProcessRecord
 from pulsarlab.runtime.waits import wait_for
 from pulsarlab.topology import Topology

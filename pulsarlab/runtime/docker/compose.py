@@ -16,9 +16,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import Environment
 
-from pulsarlab.render import TEMPLATES_DIR, NodeDirs, node_dirs, render_node, write_topology
+from pulsarlab.render import NodeDirs, node_dirs, render_node, template_env, write_topology
 from pulsarlab.runtime.jvm import hosts_text, memory_limit_mb, pulsar_env
 from pulsarlab.security.material import files_of
 from pulsarlab.topology import Node, Role, Topology
@@ -126,12 +126,16 @@ def init_service(topo: Topology, state_dir: Path, project: str) -> Service:
     )
 
 
-def compose_text(topo: Topology, state_dir: Path, image: str, project: str, user: str | None = None) -> str:
-    env = Environment(loader=FileSystemLoader(str(TEMPLATES_DIR)), undefined=StrictUndefined,
-                      keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+def compose_env() -> Environment:
+    """The template environment with the two filters compose files need."""
+    env = template_env()
     env.filters["dollars"] = lambda s: s.replace("$", "$$")  # compose interpolates $NAME
     env.filters["q"] = lambda v: json.dumps(str(v) if isinstance(v, Path) else v)  # JSON scalars are YAML
-    return env.get_template("compose.yaml.j2").render(
+    return env
+
+
+def compose_text(topo: Topology, state_dir: Path, image: str, project: str, user: str | None = None) -> str:
+    return compose_env().get_template("compose.yaml.j2").render(
         project=project, topo=topo, image=image, user=user or f"{os.getuid()}:0", container=CONTAINER,
         services=services(topo, state_dir, project), init=init_service(topo, state_dir, project),
         stop_grace=STOP_GRACE_S, security_target=CONTAINER_SECURITY,

@@ -21,7 +21,6 @@ what pulsarlab otherwise does from outside carried inside the file:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -29,8 +28,15 @@ from pulsarlab.admin import commands
 from pulsarlab.distribution import DEFAULT_VERSION
 from pulsarlab.monitoring import grafana
 from pulsarlab.monitoring.prometheus import default_address, render_config
-from pulsarlab.render import CONF_FILE, _env, render_node
-from pulsarlab.runtime.docker.compose import CONTAINER, MEMORY_OVERHEAD_MB, START_PERIOD_S, STOP_GRACE_S, health_script
+from pulsarlab.render import CONF_FILE, render_node
+from pulsarlab.runtime.docker.compose import (
+    CONTAINER,
+    MEMORY_OVERHEAD_MB,
+    START_PERIOD_S,
+    STOP_GRACE_S,
+    compose_env,
+    health_script,
+)
 from pulsarlab.runtime.docker.image import default_tag
 from pulsarlab.runtime.jvm import memory_limit_mb, pulsar_env
 from pulsarlab.topology import Node, Role, Topology
@@ -203,10 +209,7 @@ def compose_file_text(topo: Topology, builtin_name: str | None = None) -> str:
     """The whole compose file for ``topo``."""
     configs: dict[str, Config] = {"conf-merge": Config("conf-merge", MERGE_SCRIPT)}
     svcs = services(topo, configs)
-    env = _env()
-    env.filters["q"] = lambda v: json.dumps(v)
-    env.filters["dollars"] = lambda s: s.replace("$", "$$")
-    return env.get_template("compose-standalone.yaml.j2").render(
+    return compose_env().get_template("compose-standalone.yaml.j2").render(
         topo=topo, ref=builtin_name or topo.name, services=svcs, configs=list(configs.values()),
         image=f"${{PULSARLAB_IMAGE:-{OFFICIAL_IMAGE}:{DEFAULT_VERSION}}}", local_image=default_tag(DEFAULT_VERSION),
         stop_grace=STOP_GRACE_S, address=default_address(topo), prometheus_port=PROMETHEUS_PORT,
