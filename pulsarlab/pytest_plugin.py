@@ -3,7 +3,9 @@
 Loaded through the ``pytest11`` entry point (or ``-p pulsarlab.pytest_plugin``). It does nothing
 unless a test asks for ``pulsar_cluster``: then it brings the topology up once per run with
 :func:`pulsarlab.ops.up` (reusing one already up in the state directory) and takes it down at the end
-if this run started it, unless ``--pulsarlab-keep``.
+if this run started it, unless ``--pulsarlab-keep``. With ``--pulsarlab-secure`` the cluster runs the
+secure profile (token authentication, TLS only) and ``pulsar_cluster.client()`` connects with the
+admin token and the cluster's CA; ``pulsar_cluster.auth`` gives the same to other clients.
 
 Under pytest-xdist every worker asks for the same state directory; a file lock there makes one of
 them start the cluster and the others reuse it, and a marker file lists the processes using it.
@@ -24,10 +26,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 import pulsar
 import pytest
+
+if TYPE_CHECKING:
+    from pulsarlab.security import ClientAuth
 
 LOCK_FILE = "pytest.lock"
 MARKER_FILE = "pytest-users.json"
@@ -51,6 +57,7 @@ class PulsarCluster:
     state_dir: Path
     clusters: dict[str, ClusterURLs]
     namespaces: dict[str, str]  # per cluster: the topology's first namespace on it
+    auth: ClientAuth | None = None  # secure clusters: the admin token file and the CA (headers(), verify)
     _clients: list[pulsar.Client] = field(default_factory=list, repr=False)
 
     @property
@@ -70,6 +77,8 @@ class PulsarCluster:
         url = self.clusters[cluster].service_url if cluster else self.service_url
         kwargs.setdefault("operation_timeout_seconds", 30)
         kwargs.setdefault("logger", pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+        if self.auth is not None:
+            kwargs = {**self.auth.pulsar_client_kwargs(), **kwargs}
         c = pulsar.Client(url, **kwargs)
         self._clients.append(c)
         return c
@@ -88,6 +97,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--pulsarlab-state-dir", default=None,
                     help="state directory (default: <rootdir>/.pulsarlab/<topology name>); a cluster up there is reused")
     group.addoption("--pulsarlab-keep", action="store_true", default=False, help="leave the cluster running at the end")
+    group.addoption("--pulsarlab-secure", action="store_true", default=False,
+                    help="the secure profile: token authentication, authorization and TLS only")
 
 
 @dataclass(frozen=True)
@@ -96,6 +107,7 @@ class Settings:
     runtime: str
     state_dir: Path
     keep: bool
+    secure: bool = False
 
     @classmethod
     def of(cls, config: pytest.Config) -> Settings:
@@ -106,7 +118,8 @@ class Settings:
             topology = str(Path(topology).resolve())
         given = config.getoption("pulsarlab_state_dir")
         state_dir = Path(given) if given else config.rootpath / ".pulsarlab" / load(topology).name
-        return cls(topology, config.getoption("pulsarlab_runtime"), state_dir.resolve(), config.getoption("pulsarlab_keep"))
+        return cls(topology, config.getoption("pulsarlab_runtime"), state_dir.resolve(), config.getoption("pulsarlab_keep"),
+                   config.getoption("pulsarlab_secure"))
 
 
 @contextlib.contextmanager
@@ -154,7 +167,8 @@ def acquire(settings: Settings) -> PulsarCluster:
         marker["users"].append(os.getpid())
         write_marker(settings.state_dir, marker)
         try:
-            result, cluster = ops.up(settings.topology, settings.runtime, settings.state_dir, say=log.info)
+            result, cluster = ops.up(settings.topology, settings.runtime, settings.state_dir, say=log.info,
+                                     secure=settings.secure)
         except BaseException:
             marker["users"].remove(os.getpid())
             write_marker(settings.state_dir, marker)  # ``up`` stopped whatever it had started
@@ -168,6 +182,7 @@ def acquire(settings: Settings) -> PulsarCluster:
         {c.name: ClusterURLs(topo.service_url(c.name), urls.admin_url(cluster, c.name)) for c in topo.clusters},
         {c.name: ops.default_topic(cluster, c.name, "x").removeprefix("persistent://").rsplit("/", 1)[0]
          for c in topo.clusters},
+        cluster.client_auth(),
     )
 
 

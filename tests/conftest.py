@@ -10,11 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from pulsarlab import ops
 from pulsarlab.runtime.local import LocalCluster
-from pulsarlab.topology import BUILTIN_DIR
+from tests.topology_files import builtin_at
 
 TIERS = ("unit", "cluster", "scenarios")
 _spans: dict[str, list[float]] = {}
@@ -68,22 +67,23 @@ class ClusterPool:
     def __init__(self) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="pulsarlab-tests-"))
         self.current: LocalCluster | None = None
+        self._security: dict | None = None  # the current cluster's security section (None: open)
 
-    def get(self, topology: str, secure: bool = False) -> LocalCluster:
-        """The running cluster of ``topology`` (with the secure profile if ``secure``); a node an
-        earlier test left stopped is started again (``up`` is idempotent: a healthy cluster is only
-        checked)."""
+    def get(self, topology: str, secure: bool = False, security: dict | None = None) -> LocalCluster:
+        """The running cluster of ``topology`` (with the secure profile if ``secure``: its defaults,
+        or the ``security`` section given); a node an earlier test left stopped is started again
+        (``up`` is idempotent: a healthy cluster is only checked)."""
         cur = self.current
-        if cur is not None and (cur.topo.name != topology or (cur.topo.security is not None) != secure):
+        want = (security or {}) if secure else None
+        if cur is not None and (cur.topo.name != topology or self._security != want):
             self.close()
         ref = topology
         prefix = os.environ.get("PULSARLAB_TEST_ADDRESS_PREFIX")  # run beside another cluster
-        if prefix:
-            data = yaml.safe_load((BUILTIN_DIR / f"{topology}.yaml").read_text())
-            ref = str(self.root / f"{topology}.yaml")
-            Path(ref).write_text(yaml.safe_dump({**data, "address_prefix": prefix}))
+        if prefix or security:
+            ref = str(builtin_at(topology, prefix or "127.0", self.root, **({"security": security} if security else {})))
         state = self.root / (f"{topology}-secure" if secure else topology)
         result, self.current = ops.up(ref, state_dir=state, say=print, secure=secure)
+        self._security = want
         if not result.already_running:
             print(f"cluster pool: {topology}{' (secure)' if secure else ''} up in {result.seconds:.1f}s")
         return self.current
@@ -132,4 +132,4 @@ def secure_smoke(cluster_pool: ClusterPool) -> LocalCluster:
 
 @pytest.fixture(scope="module")
 def secure_geo(cluster_pool: ClusterPool) -> LocalCluster:
-    return cluster_pool.get("geo", secure=True)
+    return cluster_pool.get("geo", secure=True, security={"token": "rsa"})  # RS256: the key-pair variant

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import subprocess
 import time
@@ -15,6 +16,7 @@ from pulsarlab import ops
 from pulsarlab.errors import DockerEngineError
 from pulsarlab.runtime.docker import engine, image
 from pulsarlab.runtime.docker.cluster import DockerCluster
+from tests.topology_files import builtin_at
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "docker-engine"
 
@@ -39,14 +41,17 @@ def docker_host() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def docker_deployment(topology: str, host: str, pool, root: Path) -> Iterator[DockerCluster]:
-    """``topology`` up (and configured) on the docker runtime under ``root``, down at the end. The
-    local cluster the pool holds goes first: the containers bind the same addresses."""
+def docker_deployment(topology: str, host: str, pool, root: Path, secure: bool = False) -> Iterator[DockerCluster]:
+    """``topology`` up (and configured) on the docker runtime under ``root`` (with the secure
+    profile if ``secure``), down at the end. The local cluster the pool holds goes first: the
+    containers bind the same addresses."""
     pool.close()
     image.ensure_image(host=host)
     t0 = time.monotonic()
-    _, cluster = ops.up(topology, runtime="docker", state_dir=root / topology, say=print)
-    print(f"docker {topology} ready and configured in {time.monotonic() - t0:.1f}s")
+    prefix = os.environ.get("PULSARLAB_TEST_ADDRESS_PREFIX")  # beside another lane's clusters
+    ref = str(builtin_at(topology, prefix, root)) if prefix else topology
+    _, cluster = ops.up(ref, runtime="docker", state_dir=root / topology, say=print, secure=secure)
+    print(f"docker {topology}{' (secure)' if secure else ''} ready and configured in {time.monotonic() - t0:.1f}s")
     try:
         yield cluster
     finally:

@@ -1,4 +1,6 @@
-"""The smoke topology on the docker runtime: one compose project, real Pulsar in containers.
+"""The smoke topology on the docker runtime, with the secure profile on (token authentication,
+authorization, TLS only): one compose project, real Pulsar in containers. Everything below runs
+with the credentials pulsarlab generated; the open docker runtime runs in test_docker_sync.py.
 
 Needs the engine (``.ci/run`` starts it; else the ``docker_host`` fixture does) and the image
 (built here if its inputs changed, a no-op otherwise). Run under the cluster lock: the containers
@@ -12,12 +14,15 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import pulsar
 import pytest
+import requests
 from typer.testing import CliRunner
 
 from pulsarlab.cli import app
 from pulsarlab.runtime.docker.cluster import DockerCluster
 from tests.cluster.conftest import docker_deployment
+from tests.cluster.test_secure import REFUSED
 from tests.cluster.test_smoke import assert_exactly_once
 
 runner = CliRunner()
@@ -25,7 +30,7 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def docker_smoke(docker_host: str, cluster_pool, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerCluster]:
-    with docker_deployment("smoke", docker_host, cluster_pool, tmp_path_factory.mktemp("docker")) as cluster:
+    with docker_deployment("smoke", docker_host, cluster_pool, tmp_path_factory.mktemp("docker"), secure=True) as cluster:
         yield cluster
 
 
@@ -49,6 +54,27 @@ def test_status_shows_every_node_ready_in_its_container(docker_smoke: DockerClus
     # the node's log is on the host, where log_file says, written by the JVM in the container
     assert docker_smoke.log_file("pulsar1") == docker_smoke.state_dir / "nodes" / "pulsar1" / "logs" / "node.log"
     assert " INFO " in docker_smoke.log_tail("pulsar1", 200)
+
+
+def test_containers_serve_tls_only_and_refuse_a_client_without_a_token(docker_smoke: DockerCluster) -> None:
+    report = json.loads(cli("status", "--json", "--state-dir", str(docker_smoke.state_dir)))
+    [urls] = report["clusters"]
+    assert urls["service_url"].startswith("pulsar+ssl://") and urls["web_url"].startswith("https://")
+    auth = docker_smoke.client_auth()
+    assert auth is not None and auth.ca_file is not None
+    tenants = f"{urls['web_url']}/admin/v2/tenants"
+    # the broker's certificate, mounted into its container, names its address (hostname checked)
+    assert requests.get(tenants, verify=str(auth.ca_file), timeout=10).status_code == 401
+    assert requests.get(tenants, verify=str(auth.ca_file), headers=auth.headers(), timeout=10).status_code == 200
+    broker = docker_smoke.topo.node("pulsar1")
+    plain = pulsar.Client(f"pulsar://{docker_smoke.topo.address_of(broker)}:{broker.port('service')}",
+                          operation_timeout_seconds=5, connection_timeout_ms=3000,
+                          logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    try:
+        with pytest.raises(REFUSED):
+            plain.create_producer(f"persistent://smoke/test/docker-plain-{uuid.uuid4().hex[:8]}")
+    finally:
+        plain.close()
 
 
 def test_thousand_messages_arrive_exactly_once(docker_smoke: DockerCluster) -> None:

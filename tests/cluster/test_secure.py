@@ -20,9 +20,12 @@ from pulsarlab import ops
 from pulsarlab.cli import app
 from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.runtime.roundtrip import client
+from pulsarlab.runtime.state import ClusterState
 from pulsarlab.security import ClientAuth, commands
 from pulsarlab.topology import Role
 from pulsarlab.workload.run import WorkloadConfig
+
+pytest_plugins = ["pytester"]
 
 NS = "smoke/test"
 REFUSED = (pulsar.AuthenticationError, pulsar.AuthorizationError, pulsar.Timeout, pulsar.ConnectError)
@@ -170,3 +173,39 @@ def test_workload_with_the_java_driver_and_configure_are_clean(secure_smoke: Loc
     assert report.changes == []
     placement = ops.inspect_placement(secure_smoke.state_dir, cfg.topic)
     assert placement.topics
+
+
+SECURE_USER_TEST = '''
+import requests
+
+
+def test_users_test_talks_to_the_secure_cluster(pulsar_cluster):
+    assert pulsar_cluster.service_url.startswith("pulsar+ssl://") and pulsar_cluster.admin_url.startswith("https://")
+    client = pulsar_cluster.client()
+    topic = pulsar_cluster.topic("plugin-secure")
+    consumer = client.subscribe(topic, "check")
+    client.create_producer(topic).send(b"over tls, with a token")
+    assert consumer.receive(timeout_millis=30000).data() == b"over tls, with a token"
+    auth = pulsar_cluster.auth
+    tenants = pulsar_cluster.admin_url + "/admin/v2/tenants"
+    assert requests.get(tenants, headers=auth.headers(), verify=auth.verify, timeout=10).status_code == 200
+    assert requests.get(tenants, verify=auth.verify, timeout=10).status_code == 401
+'''
+
+
+def test_pytest_plugin_secure_option_gives_users_tests_a_client_with_credentials(
+    secure_smoke: LocalCluster, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--pulsarlab-secure``: a user's test reaches the secure cluster (joined, not restarted) with
+    the token and CA the plugin hands it, and the cluster is left running for its owner."""
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
+    def pids() -> dict[str, int]:
+        return {n: r.pid for n, r in ClusterState.load(secure_smoke.state_dir).nodes.items()}
+
+    before = pids()
+    pytester.makepyfile(test_user=SECURE_USER_TEST)
+    result = pytester.runpytest_subprocess(
+        "-p", "pulsarlab.pytest_plugin", "--pulsarlab-secure", "--pulsarlab-topology",
+        str(secure_smoke.state_dir / "topology.yaml"), "--pulsarlab-state-dir", str(secure_smoke.state_dir), timeout=300)
+    result.assert_outcomes(passed=1)
+    assert pids() == before and all(secure_smoke.alive(n) for n in before)

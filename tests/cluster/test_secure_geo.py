@@ -5,10 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import jwt
+import requests
+from cryptography.hazmat.primitives.asymmetric import rsa
+
 from pulsarlab import ops
 from pulsarlab.admin import replication
 from pulsarlab.admin.client import admin_of
 from pulsarlab.runtime.local import LocalCluster
+from pulsarlab.security.material import files_of
+from pulsarlab.topology import Role
 from pulsarlab.workload.run import WorkloadConfig
 
 EU, US = "cluster-eu", "cluster-us"
@@ -36,3 +42,24 @@ def test_secure_geo_replicates_what_the_workload_role_produced(secure_geo: Local
     report = replication.inspect(secure_geo, cfg.topic)
     [eu_to_us] = [d for d in report.directions if d.source == EU]
     assert (eu_to_us.destination, eu_to_us.connected, eu_to_us.backlog) == (US, True, 0), report.to_dict()
+
+
+def test_rsa_tokens_are_checked_with_the_public_key_only(secure_geo: LocalCluster) -> None:
+    """The pair runs the key-pair variant: brokers hold the public key, never the private one, and
+    a token signed by any other key is refused on both clusters."""
+    files = files_of(secure_geo.state_dir)
+    auth = secure_geo.client_auth()
+    assert jwt.get_unverified_header(auth.token())["alg"] == "RS256"
+    assert not files.secret_key.exists()
+    for broker in secure_geo.topo.nodes_of(Role.BROKER):
+        conf = (secure_geo.state_dir / "nodes" / broker.name / "conf" / "broker.conf").read_text()
+        keys = dict(line.split("=", 1) for line in conf.splitlines() if "=" in line and not line.startswith("#"))
+        assert keys["tokenPublicKey"] == f"file://{files.public_key}"
+        assert keys.get("tokenSecretKey", "") == "" and str(files.private_key) not in conf
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    forged = jwt.encode({"sub": "admin"}, other, algorithm="RS256")
+    for c in (EU, US):
+        tenants = f"{secure_geo.admin_url(c)}/admin/v2/tenants"
+        assert requests.get(tenants, headers=auth.headers(), verify=auth.verify, timeout=10).status_code == 200
+        refused = requests.get(tenants, headers={"Authorization": f"Bearer {forged}"}, verify=auth.verify, timeout=10)
+        assert refused.status_code == 401, (c, refused.status_code)

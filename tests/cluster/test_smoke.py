@@ -18,7 +18,7 @@ runner = CliRunner()
 
 
 def produce(cluster: LocalCluster, topic: str, n: int, prefix: str) -> list[str]:
-    c = client(cluster.topo.service_url("smoke"))
+    c = client(cluster.service_url("smoke"), auth=cluster.client_auth())
     try:
         producer = c.create_producer(topic, block_if_queue_full=True, batching_enabled=True)
         sent = [f"{prefix}-{i}" for i in range(n)]
@@ -32,7 +32,7 @@ def produce(cluster: LocalCluster, topic: str, n: int, prefix: str) -> list[str]
 
 
 def consume_all(cluster: LocalCluster, topic: str, expected: int, timeout: float = 60) -> list[str]:
-    c = client(cluster.topo.service_url("smoke"))
+    c = client(cluster.service_url("smoke"), auth=cluster.client_auth())
     try:
         consumer = c.subscribe(topic, f"check-{uuid.uuid4().hex[:6]}", initial_position=pulsar.InitialPosition.Earliest)
         got: list[str] = []
