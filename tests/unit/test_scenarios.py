@@ -397,9 +397,12 @@ def test_steps_run_in_order_at_their_offsets_and_record_what_happened(monkeypatc
     t0 = time.monotonic()
     steps.start()
     assert steps.join()
-    assert [(c, round(t - t0, 1)) for c, t in calls] == [("down", 0.2), ("up", 0.6)]
+    # never early; late only by scheduling delay (generous: a loaded 2-core machine)
+    assert [c for c, _ in calls] == ["down", "up"]
+    for (_, t), at in zip(calls, (0.2, 0.6), strict=True):
+        assert at - 0.01 <= t - t0 < at + 0.3, (at, t - t0)
     assert [r.done for r in steps.log.done] == ["took down bk1-eu", "brought up bk1-eu"]
-    assert steps.log.done[0].at == pytest.approx(0.2, abs=0.1) and steps.log.done[0].wall_ns > 0
+    assert 0.19 <= steps.log.done[0].at < 0.5 and steps.log.done[0].wall_ns > 0
     assert steps.log.errors == ["boom bk2-eu at 0.7s: the node refused"]
     assert [(w.condition, w.held) for w in steps.waits] == [
         ("node_dead bk1-eu", True), ("node_alive bk1-eu", True), ("node_dead bk2-us", False)]
