@@ -21,11 +21,12 @@ from pathlib import Path
 import psutil
 import requests
 
-from pulsarlab.errors import PulsarlabError
+from pulsarlab.errors import PulsarlabError, UsageError
 from pulsarlab.monitoring.targets import scrape_targets
 from pulsarlab.render import template_env
 from pulsarlab.runtime.state import ProcessRecord
 from pulsarlab.runtime.waits import wait_for
+from pulsarlab.security.material import files_of
 from pulsarlab.topology import Topology
 
 DEFAULT_PORT = 9090
@@ -48,6 +49,7 @@ class PrometheusTarget:
     instance: str
     health: str  # up | down | unknown
     last_error: str
+    scrape_url: str = ""
 
 
 @dataclass
@@ -65,13 +67,17 @@ def default_address(topo: Topology) -> str:
     return f"{topo.address_prefix}.0.9"
 
 
-def render_config(topo: Topology, interval: int = SCRAPE_INTERVAL_S) -> str:
-    """``prometheus.yml`` for the topology: a job per role, every node a target."""
+def render_config(topo: Topology, interval: int = SCRAPE_INTERVAL_S, ca_file: Path | None = None) -> str:
+    """``prometheus.yml`` for the topology: a job per role, every node a target. A secure
+    topology's brokers are scraped over TLS, their certificate checked against ``ca_file`` (their
+    ``/metrics`` needs no token: ``authenticateMetricsEndpoint`` stays off)."""
     jobs: dict[str, list] = defaultdict(list)
     for t in scrape_targets(topo):
         jobs[t.job].append(t)
+    if topo.tls and ca_file is None:
+        raise UsageError(f"monitoring {topo.name!r}: its brokers speak TLS only; Prometheus needs the cluster's CA file")
     return template_env().get_template("prometheus.yml.j2").render(
-        topo=topo, jobs=dict(jobs), interval=interval, scrape_timeout=max(1, interval - 1))
+        topo=topo, jobs=dict(jobs), interval=interval, scrape_timeout=max(1, interval - 1), ca_file=ca_file)
 
 
 def find_binary() -> str:
@@ -123,7 +129,8 @@ class Prometheus:
         """Write the configuration and start Prometheus; a running one is reloaded, not restarted."""
         binary = find_binary()
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.config_file.write_text(render_config(self.topo))
+        ca = files_of(self.dir.parent).ca_cert if self.topo.tls else None
+        self.config_file.write_text(render_config(self.topo, ca_file=ca))
         rec = self.running()
         if rec is not None:
             rec.process.signal(1)  # SIGHUP: re-read prometheus.yml
@@ -180,7 +187,7 @@ class Prometheus:
         return [
             PrometheusTarget(job=t["labels"].get("job", ""), node=t["labels"].get("node", ""),
                              instance=t["labels"].get("instance", ""), health=t.get("health", "unknown"),
-                             last_error=t.get("lastError", ""))
+                             last_error=t.get("lastError", ""), scrape_url=t.get("scrapeUrl", ""))
             for t in r.json()["data"]["activeTargets"]
         ]
 

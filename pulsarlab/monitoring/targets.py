@@ -26,6 +26,7 @@ class ScrapeTarget:
     path: str
     cluster: str  # "" for a ZooKeeper shared by every cluster
     region: str
+    scheme: str = "http"  # https: a secure topology's brokers (their web port speaks TLS only)
 
     @property
     def instance(self) -> str:
@@ -33,7 +34,7 @@ class ScrapeTarget:
 
     @property
     def url(self) -> str:
-        return f"http://{self.instance}{self.path}"
+        return f"{self.scheme}://{self.instance}{self.path}"
 
 
 def scrape_targets(topo: Topology) -> list[ScrapeTarget]:
@@ -44,5 +45,6 @@ def scrape_targets(topo: Topology) -> list[ScrapeTarget]:
         out.append(ScrapeTarget(
             job=JOB[node.role], node=node.name, address=topo.address_of(node), port=node.port(kind), path=path,
             cluster=node.cluster or "", region=node.region,
+            scheme=topo.http_scheme if node.role is Role.BROKER else "http",
         ))
     return out

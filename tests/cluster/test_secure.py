@@ -3,6 +3,7 @@ what works with credentials, and every refusal an operator relies on."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import ssl
@@ -209,3 +210,15 @@ def test_pytest_plugin_secure_option_gives_users_tests_a_client_with_credentials
         str(secure_smoke.state_dir / "topology.yaml"), "--pulsarlab-state-dir", str(secure_smoke.state_dir), timeout=300)
     result.assert_outcomes(passed=1)
     assert pids() == before and all(secure_smoke.alive(n) for n in before)
+
+
+def test_monitoring_scrapes_the_tls_only_broker_against_the_cluster_ca(secure_smoke: LocalCluster) -> None:
+    sd = str(secure_smoke.state_dir)
+    r = CliRunner().invoke(app, ["monitoring", "up", "--state-dir", sd, "--json"])
+    try:
+        assert r.exit_code == 0, r.output
+        targets = {t["node"]: t for t in json.loads(r.stdout)["targets"]}
+        assert {n: t["health"] for n, t in targets.items()} == {n.name: "up" for n in secure_smoke.topo.nodes}
+        assert targets["pulsar1"]["scrape_url"].startswith("https://")
+    finally:
+        assert CliRunner().invoke(app, ["monitoring", "down", "--state-dir", sd]).exit_code == 0

@@ -13,8 +13,10 @@ import yaml
 from typer.testing import CliRunner
 
 from pulsarlab.cli import app
+from pulsarlab.errors import UsageError
 from pulsarlab.monitoring import grafana
 from pulsarlab.monitoring.prometheus import MonitoringError, Prometheus, find_binary, render_config
+from pulsarlab.ops import load_topology
 from pulsarlab.topology import load
 
 
@@ -41,6 +43,23 @@ def test_promtool_accepts_the_rendered_configuration(tmp_path: Path) -> None:
         path.write_text(render_config(load(name)))
         done = subprocess.run(["promtool", "check", "config", str(path)], capture_output=True, text=True)
         assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_secure_topologys_brokers_are_scraped_over_tls_against_the_cluster_ca(tmp_path: Path) -> None:
+    topo = load_topology("geo", secure=True)
+    ca = tmp_path / "security" / "ca.pem"
+    path = tmp_path / "prometheus.yml"
+    path.write_text(render_config(topo, ca_file=ca))
+    jobs = {j["job_name"]: j for j in yaml.safe_load(path.read_text())["scrape_configs"]}
+    assert (jobs["broker"]["scheme"], jobs["broker"]["tls_config"]) == ("https", {"ca_file": str(ca)})
+    assert all("scheme" not in jobs[j] and "tls_config" not in jobs[j] for j in ("zookeeper", "bookie"))
+    # promtool checks the CA file exists: a real PEM is not needed to validate the configuration's shape
+    ca.parent.mkdir()
+    ca.write_text("")
+    done = subprocess.run(["promtool", "check", "config", "--syntax-only", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with pytest.raises(UsageError, match="TLS only.*CA file"):
+        render_config(topo)
 
 
 def test_prometheus_listens_beside_the_nodes_on_an_address_no_node_takes() -> None:
