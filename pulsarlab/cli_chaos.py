@@ -58,6 +58,22 @@ def isolate_zk(target: Target, state_dir: StateDirOpt = None, as_json: JsonOpt =
     _run("isolate-zk", [target], state_dir, as_json)
 
 
+@app.command("mute")
+@reported
+def mute(target: Target, state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
+    """Drop everything a node sends back to clients while it keeps writing to bookies: sends are
+    stored but never acknowledged (iptables; needs root; undone by heal)."""
+    _run("mute", [target], state_dir, as_json)
+
+
+@app.command("disconnect")
+@reported
+def disconnect(target: Target, state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
+    """Destroy every client connection to a broker's service port (ss -K; needs root): clients
+    reconnect and resend what they have pending."""
+    _run("disconnect", [target], state_dir, as_json)
+
+
 @app.command("power-loss")
 @reported
 def power_loss(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:

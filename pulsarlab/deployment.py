@@ -106,6 +106,11 @@ class Deployment(Protocol):
 
     def log_file(self, name: str) -> Path | None: ...
 
+    def traffic_cgroup(self, name: str) -> str | None:
+        """The cgroup (v2 path) the node's sockets belong to, which packet filters match on (every
+        node talks from the same loopback source address); None when it cannot be told."""
+        ...
+
     def log_tail(self, name: str, lines: int = 25) -> str: ...
 
     # -- the whole deployment ---------------------------------------------------------------

@@ -1,12 +1,16 @@
-"""Packet filtering between node addresses with iptables, and its exact undoing.
+"""Packet filtering between nodes with iptables, and its exact undoing.
 
-Every rule pulsarlab adds is a DROP in the ``filter`` table's ``OUTPUT`` chain, matching one
-source address and one destination address, and carries an iptables comment that starts with the
-deployment's identity (``pulsarlab:<hash of its state directory>``). Nodes of both runtimes use
-addresses of this machine (loopback; docker runs with host networking), and every packet between
-two of them passes ``OUTPUT`` once, so one rule per direction cuts a pair. Removing rules lists the
-chain and deletes exactly those whose comment carries the identity: other rules, and other
-deployments' rules, stay.
+Every rule pulsarlab adds is a DROP in the ``filter`` table's ``OUTPUT`` chain that matches the
+sending socket's cgroup (``-m cgroup --path``: one node's, see :mod:`pulsarlab.runtime.cgroup`)
+and one destination address (another node's), and carries an iptables comment that starts with
+the deployment's identity (``pulsarlab:<hash of its state directory>``). Matching on the sender's
+cgroup rather than its address is what makes the cut real: on loopback every node's outgoing
+connections leave from 127.0.0.1, whatever address it listens on. Each connection between two
+nodes is opened by one of them towards the other's address, so the pair of rules (A to B's
+address, B to A's address) stops every connection between them: the opener's requests and
+acknowledgements are dropped and the connection stalls, as across a cut link. Removing rules
+lists the chain and deletes exactly those whose comment carries the identity: other rules, and
+other deployments' rules, stay.
 
 The rule set is computed by pure functions (:func:`cut`, :func:`parse_listing`); only
 :class:`Iptables` runs the command.
@@ -14,7 +18,6 @@ The rule set is computed by pure functions (:func:`cut`, :func:`parse_listing`);
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shlex
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pulsarlab.errors import StateError
+from pulsarlab.runtime.cgroup import digest
 
 CHAIN = "OUTPUT"
 PREFIX = "pulsarlab:"
@@ -33,22 +37,30 @@ _LABEL = re.compile(r"^[A-Za-z0-9_.:|>-]+( [A-Za-z0-9_.:|>-]+)*$")
 def identity(state_dir: Path) -> str:
     """The comment prefix of one deployment's rules: stable across processes (it is derived from
     the state directory's absolute path), so a later ``heal`` finds what a crashed run added."""
-    digest = hashlib.sha256(str(Path(state_dir).resolve()).encode()).hexdigest()[:12]
-    return f"{PREFIX}{digest}"
+    return f"{PREFIX}{digest(state_dir)}"
 
 
 @dataclass(frozen=True, order=True)
 class Rule:
-    """Drop packets from ``source`` to ``dest``; ``comment`` = identity + what the rule is for."""
+    """Drop packets that sockets of cgroup ``cgroup`` send to ``dest``; ``comment`` = identity +
+    what the rule is for."""
 
-    source: str
+    cgroup: str
     dest: str
     comment: str
 
     def spec(self) -> list[str]:
-        """The rule's iptables arguments after the chain name."""
-        return ["-s", f"{self.source}/32", "-d", f"{self.dest}/32", "-m", "comment", "--comment", self.comment,
-                "-j", "DROP"]
+        """The rule's iptables arguments after the chain name, in the order ``iptables -S`` lists them."""
+        return ["-d", f"{self.dest}/32", "-m", "cgroup", "--path", self.cgroup, "-m", "comment", "--comment",
+                self.comment, "-j", "DROP"]
+
+
+@dataclass(frozen=True, order=True)
+class Member:
+    """One node on one side of a cut: the cgroup its sockets are in, and the address it listens on."""
+
+    cgroup: str
+    address: str
 
 
 def comment(ident: str, label: str) -> str:
@@ -58,12 +70,12 @@ def comment(ident: str, label: str) -> str:
     return f"{ident} {label}"
 
 
-def cut(ident: str, label: str, side_a: list[str], side_b: list[str]) -> list[Rule]:
-    """Rules dropping every packet between an address of ``side_a`` and one of ``side_b``, both
-    ways (an address on both sides is not cut from itself)."""
+def cut(ident: str, label: str, side_a: list[Member], side_b: list[Member]) -> list[Rule]:
+    """Rules cutting every node of ``side_a`` from every node of ``side_b``, both ways (a node on
+    both sides is not cut from itself)."""
     note = comment(ident, label)
-    rules = {Rule(a, b, note) for a in side_a for b in side_b if a != b}
-    rules |= {Rule(b, a, note) for a in side_a for b in side_b if a != b}
+    rules = {Rule(a.cgroup, b.address, note) for a in side_a for b in side_b if a != b}
+    rules |= {Rule(b.cgroup, a.address, note) for a in side_a for b in side_b if a != b}
     return sorted(rules)
 
 
@@ -81,10 +93,10 @@ def parse_listing(text: str, ident: str | None = None) -> list[Rule]:
             continue
         if ident is not None and note.split(" ", 1)[0] != ident:
             continue
-        src, dst = opts.get("-s", ""), opts.get("-d", "")
-        if not (src.endswith("/32") and dst.endswith("/32")):
+        group, dst = opts.get("--path", ""), opts.get("-d", "")
+        if not group or not dst.endswith("/32"):
             continue
-        out.append(Rule(src.removesuffix("/32"), dst.removesuffix("/32"), note))
+        out.append(Rule(group, dst.removesuffix("/32"), note))
     return out
 
 
@@ -133,6 +145,16 @@ class Iptables:
         for r in todo:
             self.run("-I", CHAIN, "1", *r.spec())
         return len(todo)
+
+    def dropped(self, ident: str) -> int:
+        """How many packets this deployment's rules have dropped so far (iptables' counters): the
+        evidence that a cut cut real traffic."""
+        total = 0
+        for line in self.run("-L", CHAIN, "-v", "-n", "-x").splitlines():
+            words = line.split()
+            if "/*" in words and words[0].isdigit() and words[words.index("/*") + 1] == ident:
+                total += int(words[0])
+        return total
 
     def remove(self, ident: str, label: str | None = None) -> int:
         """Delete this deployment's rules (only those of ``label`` if given); return how many."""

@@ -1,11 +1,15 @@
 """Network faults: ``partition R1 R2``, ``isolate-zk TARGET`` and ``heal``.
 
-The nodes keep running; packets between chosen addresses are dropped (see
-:mod:`pulsarlab.chaos.netfilter`), so connections stall and new ones time out, as across a cut
-link. ``heal`` removes every rule this deployment added, and only those.
+The nodes keep running; packets between chosen nodes are dropped (matched by the sending node's
+cgroup and the receiving node's address, see :mod:`pulsarlab.chaos.netfilter`), so connections
+stall and new ones time out, as across a cut link. ``heal`` removes every rule this deployment
+added, and only those.
 """
 
 from __future__ import annotations
+
+import shutil
+import subprocess
 
 from pulsarlab.chaos import netfilter, targets
 from pulsarlab.chaos.nodes import no_args
@@ -22,11 +26,36 @@ def addresses(cluster: Deployment, names: list[str]) -> list[str]:
     return sorted({by_name[n] for n in names})
 
 
+def members(cluster: Deployment, names: list[str]) -> list[netfilter.Member]:
+    """The named nodes as a cut sees them: each one's own cgroup and its address. Refused, naming
+    the node, when a node's traffic cannot be told apart from the others' (a rule would then cut
+    nothing, or everything)."""
+    by_name = {e.name: e.address for e in cluster.endpoints()}
+    groups = {e.name: cluster.traffic_cgroup(e.name) for e in cluster.endpoints()}
+    out = []
+    for n in names:
+        group = groups[n]
+        shared = sorted(m for m, g in groups.items() if g == group and m != n)
+        if not group or shared:
+            why = "its process is not running" if group is None else (
+                "it shares its cgroup with " + ", ".join(shared) if group and shared else "it runs in the root cgroup")
+            raise StateError(f"cannot cut {n} off: network faults match each node's own cgroup (v2) and {why}; "
+                             "start the cluster as root on a host with cgroup v2 (pulsarlab then starts every "
+                             "node in a cgroup of its own)")
+        out.append(netfilter.Member(group, by_name[n]))
+    return out
+
+
+# where clients (the workload, pulsarlab itself) connect from: on loopback, whatever node address
+# they connect to, their packets leave from 127.0.0.1, so that is where a node's replies go
+CLIENT_ADDRESS = "127.0.0.1"
+
+
 def partition_rules(cluster: Deployment, region_a: str, region_b: str) -> list[netfilter.Rule]:
     ident = netfilter.identity(cluster.state_dir)
     return netfilter.cut(ident, f"partition {region_a} {region_b}",
-                         addresses(cluster, region_nodes(cluster, region_a)),
-                         addresses(cluster, region_nodes(cluster, region_b)))
+                         members(cluster, region_nodes(cluster, region_a)),
+                         members(cluster, region_nodes(cluster, region_b)))
 
 
 def isolate_rules(cluster: Deployment, node: str) -> list[netfilter.Rule]:
@@ -34,7 +63,7 @@ def isolate_rules(cluster: Deployment, node: str) -> list[netfilter.Rule]:
     if node in zks:
         raise StateError(f"isolate-zk: {node} is a ZooKeeper node itself")
     ident = netfilter.identity(cluster.state_dir)
-    return netfilter.cut(ident, f"isolate-zk {node}", addresses(cluster, [node]), addresses(cluster, zks))
+    return netfilter.cut(ident, f"isolate-zk {node}", members(cluster, [node]), members(cluster, zks))
 
 
 def _two_regions(cluster: Deployment, args: tuple[str, ...]) -> None:
@@ -79,10 +108,52 @@ def isolate_zk(cluster: Deployment, args: tuple[str, ...]) -> str:
             f"({added} new), comment '{rules[0].comment}'")
 
 
+def mute_rules(cluster: Deployment, node: str) -> list[netfilter.Rule]:
+    ident = netfilter.identity(cluster.state_dir)
+    [member] = members(cluster, [node])
+    return [netfilter.Rule(member.cgroup, CLIENT_ADDRESS, netfilter.comment(ident, f"mute {node}"))]
+
+
+def mute(cluster: Deployment, args: tuple[str, ...]) -> str:
+    """Drop everything the node sends back to clients, while it keeps talking to the other nodes."""
+    node = targets.resolve_all(cluster, args)[0]
+    rules = mute_rules(cluster, node)
+    added = netfilter.Iptables().add(rules)
+    return (f"muted {targets.describe(args, [node])}: its replies to clients ({CLIENT_ADDRESS}) are dropped, "
+            f"{len(rules)} DROP rule ({added} new), comment '{rules[0].comment}'")
+
+
+def disconnect(cluster: Deployment, args: tuple[str, ...]) -> str:
+    """Destroy every client connection to the broker's service port (``ss -K``), as a network blip
+    would: each client sees its connection fail, reconnects and resends what it has pending."""
+    node = targets.resolve_all(cluster, args)[0]
+    n = cluster.topo.node(node)
+    if n.role != Role.BROKER:
+        raise StateError(f"disconnect: {node} is not a broker")
+    address, port = cluster.topo.address_of(n), n.port("service")
+    try:
+        done = subprocess.run(["ss", "-K", "-t", "dst", address, "dport", "=", f":{port}"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise StateError(f"disconnect {node}: ss -K failed: {exc}") from None
+    if done.returncode != 0:
+        raise StateError(f"disconnect {node}: ss -K exited {done.returncode}: {done.stderr.strip()[-300:]}")
+    closed = sum(1 for line in done.stdout.splitlines()[1:] if line.strip())
+    return f"disconnected {targets.describe(args, [node])}: {closed} client connection(s) to {address}:{port} destroyed"
+
+
+def _one_broker(cluster: Deployment, args: tuple[str, ...]) -> None:
+    _one_non_zk_target(cluster, args)
+    if shutil.which("ss") is None:
+        raise ValueError("'ss' (iproute2) is not installed: disconnect destroys connections with ss -K")
+
+
 def heal(cluster: Deployment, args: tuple[str, ...]) -> str:
     """Remove every packet filter rule of this deployment."""
-    gone = netfilter.Iptables().remove(netfilter.identity(cluster.state_dir))
-    return f"healed: removed {gone} DROP rule(s) of this deployment ({netfilter.identity(cluster.state_dir)})"
+    ipt, ident = netfilter.Iptables(), netfilter.identity(cluster.state_dir)
+    dropped = ipt.dropped(ident)
+    gone = ipt.remove(ident)
+    return f"healed: removed {gone} DROP rule(s) of this deployment ({ident}); they had dropped {dropped} packets"
 
 
 def _heal_check(cluster: Deployment, args: tuple[str, ...]) -> None:
@@ -94,4 +165,6 @@ def _heal_check(cluster: Deployment, args: tuple[str, ...]) -> None:
 
 register("partition", partition, _two_regions)
 register("isolate-zk", isolate_zk, _one_non_zk_target)
+register("mute", mute, _one_non_zk_target)
+register("disconnect", disconnect, _one_broker)
 register("heal", heal, _heal_check)

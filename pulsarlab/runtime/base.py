@@ -27,6 +27,7 @@ from pulsarlab.distribution import resolve as resolve_distribution
 from pulsarlab.errors import PortInUseError, StateError
 from pulsarlab.progress import reporter_of
 from pulsarlab.render import NodeDirs, node_dirs
+from pulsarlab.runtime import cgroup
 from pulsarlab.runtime.state import ClusterState
 from pulsarlab.runtime.waits import HttpOk, RegistrationGone, ZkServing, log_tail, wait_for
 from pulsarlab.security import ClientAuth
@@ -94,6 +95,12 @@ class NodeRuntime(abc.ABC):
     @abc.abstractmethod
     def wipe_data(self) -> None:
         """Remove every node's data (ZooKeeper and bookies go together: cookies must match)."""
+
+    def traffic_cgroup(self, name: str) -> str | None:
+        """The cgroup (v2, relative path) that the node's sockets belong to, for packet filters;
+        None when it cannot be told (the node is down, or its cgroup cannot be read)."""
+        pid, alive, _ = self.process_info(name)
+        return cgroup.of_pid(pid) if alive and pid else None
 
     def forget(self, names: list[str]) -> None:
         """Drop what is recorded of nodes that are gone (a runtime that records pids overrides this)."""

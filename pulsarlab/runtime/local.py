@@ -18,6 +18,7 @@ import psutil
 
 from pulsarlab.errors import NodeStartError, ProcessFailedError
 from pulsarlab.render import render
+from pulsarlab.runtime import cgroup
 from pulsarlab.runtime.base import NodeRuntime, timeout
 from pulsarlab.runtime.jvm import hosts_text, pulsar_env
 from pulsarlab.runtime.state import ClusterState, ProcessRecord
@@ -66,6 +67,18 @@ class LocalCluster(NodeRuntime):
             if ClusterState.path(self.state_dir).is_file():
                 self.state.save(self.state_dir)
 
+    def traffic_cgroup(self, name: str) -> str | None:
+        """The node's own cgroup where nodes are started in one (as root), also while it is down
+        (it comes back into the same one); else where its process is."""
+        if cgroup.usable() is not None:
+            pid, alive, _ = self.process_info(name)
+            return cgroup.of_pid(pid) if alive and pid else cgroup.node_path(self.state_dir, name)
+        return super().traffic_cgroup(name)
+
+    def teardown(self, keep_data: bool) -> None:
+        super().teardown(keep_data)
+        cgroup.remove(self.state_dir)
+
     def wipe_data(self) -> None:
         for n in self.topo.nodes:
             self.wipe_node(n)
@@ -106,6 +119,7 @@ class LocalCluster(NodeRuntime):
             proc = subprocess.Popen(
                 [str(dist.bin_pulsar), COMMAND[node.role]], cwd=dirs.root, env=self._env(node),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=cgroup.entering(self.state_dir, node.name),
             )
         rec = ProcessRecord(proc.pid, psutil.Process(proc.pid).create_time())
         dirs.pid_file.write_text(f"{proc.pid}\n")

@@ -8,7 +8,6 @@ it starts); the network faults also go through the CLI in a process of their own
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from pulsarlab.admin.client import AdminClient, encode_topic
 from pulsarlab.chaos import netfilter, recovery, targets
 from pulsarlab.chaos.schedule import Fault, run_fault
 from pulsarlab.errors import StateError
+from pulsarlab.runtime import cgroup
 from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.runtime.roundtrip import client
 from pulsarlab.topology import Role, load
@@ -42,16 +42,19 @@ def restored(request):
         cluster.up()
 
 
-def connects(source: str, dest: str, port: int, timeout: float = 1.0) -> bool:
-    """A TCP connection from ``source`` (an address of this machine) to ``dest:port``."""
-    with socket.socket() as s:
-        s.settimeout(timeout)
-        s.bind((source, 0))
-        try:
-            s.connect((dest, port))
-            return True
-        except OSError:
-            return False
+def connects(cluster: LocalCluster, node: str, dest: str, port: int, timeout: float = 1.0) -> bool:
+    """A TCP connection to ``dest:port`` from a process in ``node``'s own cgroup: what the node's
+    own connections meet (they leave from 127.0.0.1 like everyone's; the cgroup tells them apart)."""
+    procs = cgroup.hierarchy() / cluster.traffic_cgroup(node) / "cgroup.procs"
+
+    def enter() -> None:
+        with open(procs, "w") as fh:
+            fh.write("0")
+
+    code = "import socket, sys; s = socket.create_connection((sys.argv[1], int(sys.argv[2])), float(sys.argv[3]))"
+    done = subprocess.run([sys.executable, "-c", code, dest, str(port), str(timeout)], preexec_fn=enter,
+                          capture_output=True, timeout=30)
+    return done.returncode == 0
 
 
 def addr(cluster: LocalCluster, name: str) -> str:
@@ -95,31 +98,49 @@ def cli(*args: str) -> subprocess.CompletedProcess:
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
+def test_every_node_runs_in_a_cgroup_of_its_own(sync: LocalCluster) -> None:
+    for st in sync.status():
+        assert cgroup.of_pid(st.pid) == f"pulsarlab/{cgroup.digest(sync.state_dir)}/{st.name}", st.name
+
+
 def test_partition_cuts_eu_from_us_both_ways_and_heal_restores_it(sync: LocalCluster) -> None:
     eu, us = addr(sync, "pulsar1-eu"), addr(sync, "pulsar1-us")
     web = sync.topo.node("pulsar1-us").port("web")
-    assert connects(eu, us, web) and connects(us, eu, web), "the regions do not reach each other before the cut"
+    ident = netfilter.identity(sync.state_dir)
+    assert connects(sync, "pulsar1-eu", us, web) and connects(sync, "pulsar1-us", eu, web), \
+        "the regions do not reach each other before the cut"
     # added by another process, which then exits: heal must find the rules from the state directory
     added = cli("chaos", "partition", "eu", "us", "--state-dir", str(sync.state_dir), "--json")
     assert added.returncode == 0, added.stderr
     assert "partitioned eu from us: 40 DROP rules" in added.stdout
-    assert not connects(eu, us, web), "eu still reaches a us broker across the partition"
-    assert not connects(us, eu, web), "us still reaches an eu broker across the partition"
-    assert not connects(addr(sync, "bk1-us"), addr(sync, "zk"), 2181), "us still reaches ZooKeeper (in eu)"
-    assert connects(eu, addr(sync, "pulsar2-eu"), web), "the partition cut eu from itself"
+    assert not connects(sync, "pulsar1-eu", us, web), "eu still reaches a us broker across the partition"
+    assert not connects(sync, "pulsar1-us", eu, web), "us still reaches an eu broker across the partition"
+    assert not connects(sync, "bk1-us", addr(sync, "zk"), 2181), "us still reaches ZooKeeper (in eu)"
+    assert connects(sync, "pulsar1-eu", addr(sync, "pulsar2-eu"), web), "the partition cut eu from itself"
+    # the nodes' own traffic hits the rules: us nodes' ZooKeeper pings, at least
+    deadline = time.monotonic() + 20
+    while netfilter.Iptables().dropped(ident) < 10 and time.monotonic() < deadline:
+        time.sleep(1)
+    assert netfilter.Iptables().dropped(ident) >= 10, "the cut dropped none of the nodes' own packets"
     assert ops.chaos_action(sync.state_dir, "partition", ["eu", "us"]).endswith(
         f"(0 new), comment '{netfilter.identity(sync.state_dir)} partition eu us'")  # re-running adds nothing
     healed = cli("chaos", "heal", "--state-dir", str(sync.state_dir))
     assert healed.returncode == 0 and "removed 40 DROP rule(s)" in healed.stdout, healed.stderr
-    assert connects(eu, us, web) and connects(us, eu, web), "heal did not restore traffic"
+    assert connects(sync, "pulsar1-eu", us, web) and connects(sync, "pulsar1-us", eu, web), "heal did not restore traffic"
     assert "removed 0 DROP rule(s)" in ops.chaos_action(sync.state_dir, "heal", [])  # safe to re-run
 
 
 def test_heal_and_down_leave_other_rules_alone(tmp_path: Path) -> None:
     """A rule that is not this deployment's survives heal and down; ours do not survive down."""
-    other = netfilter.cut(netfilter.identity(tmp_path / "other"), "partition a b", ["127.0.9.1"], ["127.0.9.2"])
+    base = cgroup.hierarchy() / "pulsarlab" / f"test-{uuid.uuid4().hex[:8]}"  # iptables wants cgroups that exist
+
+    def side(n: int) -> list[netfilter.Member]:
+        (base / str(n)).mkdir(parents=True, exist_ok=True)
+        return [netfilter.Member(f"pulsarlab/{base.name}/{n}", f"127.0.9.{n}")]
+
+    other = netfilter.cut(netfilter.identity(tmp_path / "other"), "partition a b", side(1), side(2))
     stopped = LocalCluster(load("smoke"), tmp_path / "smoke")  # no node running: down only cleans up
-    ours = netfilter.cut(netfilter.identity(stopped.state_dir), "partition a b", ["127.0.9.3"], ["127.0.9.4"])
+    ours = netfilter.cut(netfilter.identity(stopped.state_dir), "partition a b", side(3), side(4))
     ipt = netfilter.Iptables()
     try:
         assert ipt.add(other + ours) == 4
@@ -129,15 +150,22 @@ def test_heal_and_down_leave_other_rules_alone(tmp_path: Path) -> None:
     finally:
         ipt.remove(netfilter.identity(tmp_path / "other"))
         ipt.remove(netfilter.identity(stopped.state_dir))
+        for d in (*(d for d in base.iterdir() if d.is_dir()), base):
+            d.rmdir()
 
 
 def test_isolate_zk_cuts_only_that_node_from_zookeeper(sync: LocalCluster) -> None:
     done = ops.chaos_action(sync.state_dir, "isolate-zk", ["pulsar2-us"])
     assert "isolated pulsar2-us from ZooKeeper: 2 DROP rules" in done
     zk = addr(sync, "zk")
-    assert not connects(addr(sync, "pulsar2-us"), zk, 2181)
-    assert connects(addr(sync, "pulsar1-us"), zk, 2181)
-    assert connects(addr(sync, "pulsar2-us"), addr(sync, "bk1-us"), 3181)
+    assert not connects(sync, "pulsar2-us", zk, 2181)
+    assert connects(sync, "pulsar1-us", zk, 2181)
+    assert connects(sync, "pulsar2-us", addr(sync, "bk1-us"), 3181)
+    # the broker's own ZooKeeper session is what is cut: its pings are dropped within seconds
+    ident, deadline = netfilter.identity(sync.state_dir), time.monotonic() + 20
+    while netfilter.Iptables().dropped(ident) == 0 and time.monotonic() < deadline:
+        time.sleep(1)
+    assert netfilter.Iptables().dropped(ident) > 0, "pulsar2-us sent ZooKeeper nothing the cut dropped"
 
 
 def test_owner_and_ensemble_targets_name_what_the_admin_api_says(sync: LocalCluster) -> None:

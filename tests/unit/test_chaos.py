@@ -103,20 +103,35 @@ def test_fault_arguments_are_checked_before_anything_runs(sync, fault: Fault, sa
         check(sync, fault)
 
 
-def test_region_nodes_and_endpoint_addresses(sync) -> None:
+def test_cuts_match_each_nodes_own_cgroup_and_the_other_nodes_address(sync, monkeypatch) -> None:
     from pulsarlab.chaos.network import addresses, isolate_rules, partition_rules
     from pulsarlab.chaos.outages import cookie_path, region_nodes
+    from pulsarlab.runtime import cgroup
 
+    monkeypatch.setattr(cgroup, "usable", lambda: Path("/sys/fs/cgroup"))  # as root: each node in its own
     assert region_nodes(sync, "us") == ["bk1-us", "bk2-us", "pulsar1-us", "pulsar2-us"]
     assert addresses(sync, region_nodes(sync, "us")) == ["127.0.2.1", "127.0.2.2", "127.0.2.3", "127.0.2.4"]
+    group = f"pulsarlab/{cgroup.digest(sync.state_dir)}"
     rules = partition_rules(sync, "eu", "us")
     assert len(rules) == 5 * 4 * 2  # zk + 4 eu nodes, 4 us nodes, both ways
-    assert Rule("127.0.1.1", "127.0.2.1", rules[0].comment) in rules
-    assert Rule("127.0.2.1", "127.0.1.1", rules[0].comment) in rules
+    # what zk sends to bk1-us, and what bk1-us sends to zk: the sender told apart by its cgroup
+    assert Rule(f"{group}/zk", "127.0.2.1", rules[0].comment) in rules
+    assert Rule(f"{group}/bk1-us", "127.0.1.1", rules[0].comment) in rules
     assert rules[0].comment == f"{netfilter.identity(sync.state_dir)} partition eu us"
     iso = isolate_rules(sync, "pulsar1-us")
-    assert {(r.source, r.dest) for r in iso} == {("127.0.2.3", "127.0.1.1"), ("127.0.1.1", "127.0.2.3")}
+    assert {(r.cgroup, r.dest) for r in iso} == {(f"{group}/pulsar1-us", "127.0.1.1"), (f"{group}/zk", "127.0.2.3")}
     assert cookie_path(sync, "bk1-us") == "/ledgers/cookies/127.0.2.1:3181"
+
+
+def test_a_node_whose_traffic_cannot_be_told_apart_is_refused_by_name(sync, monkeypatch) -> None:
+    from pulsarlab.chaos.network import isolate_rules
+
+    monkeypatch.setattr(type(sync), "traffic_cgroup", lambda self, name: "" if name == "zk" else f"g/{name}")
+    with pytest.raises(StateError, match="cannot cut zk off: .*root cgroup"):
+        isolate_rules(sync, "pulsar1-us")
+    monkeypatch.setattr(type(sync), "traffic_cgroup", lambda self, name: "shared" if name != "zk" else "g/zk")
+    with pytest.raises(StateError, match="cannot cut pulsar1-us off: .*shares its cgroup with bk1-eu"):
+        isolate_rules(sync, "pulsar1-us")
 
 
 def test_rule_rendering_is_exact() -> None:
@@ -124,11 +139,12 @@ def test_rule_rendering_is_exact() -> None:
     assert ident.startswith("pulsarlab:") and len(ident) == len("pulsarlab:") + 12
     assert ident == netfilter.identity(Path("/tmp/../tmp/some-state"))  # one identity per resolved state dir
     assert ident != netfilter.identity(Path("/tmp/other-state"))
-    rules = netfilter.cut(ident, "partition a b", ["10.0.0.1", "10.0.0.2"], ["10.0.0.2", "10.0.0.3"])
-    pairs = {(r.source, r.dest) for r in rules}
-    assert pairs == {("10.0.0.1", "10.0.0.2"), ("10.0.0.2", "10.0.0.1"), ("10.0.0.1", "10.0.0.3"),
-                     ("10.0.0.3", "10.0.0.1"), ("10.0.0.2", "10.0.0.3"), ("10.0.0.3", "10.0.0.2")}
-    assert rules[0].spec() == ["-s", "10.0.0.1/32", "-d", "10.0.0.2/32", "-m", "comment", "--comment",
+    a, b, c = (netfilter.Member(f"g/{n}", f"10.0.0.{n}") for n in (1, 2, 3))
+    rules = netfilter.cut(ident, "partition a b", [a, b], [b, c])
+    pairs = {(r.cgroup, r.dest) for r in rules}
+    assert pairs == {("g/1", "10.0.0.2"), ("g/2", "10.0.0.1"), ("g/1", "10.0.0.3"),
+                     ("g/3", "10.0.0.1"), ("g/2", "10.0.0.3"), ("g/3", "10.0.0.2")}
+    assert rules[0].spec() == ["-d", "10.0.0.2/32", "-m", "cgroup", "--path", "g/1", "-m", "comment", "--comment",
                                f"{ident} partition a b", "-j", "DROP"]
     with pytest.raises(ValueError, match="unusable rule label"):
         netfilter.comment(ident, 'x"; rm -rf')
@@ -138,16 +154,17 @@ def test_only_this_deployments_drop_rules_are_read_back_from_a_listing() -> None
     ours, theirs = netfilter.identity(Path("/a")), netfilter.identity(Path("/b"))
     listing = "\n".join([
         "-P OUTPUT ACCEPT",
-        f'-A OUTPUT -s 127.0.1.1/32 -d 127.0.2.1/32 -m comment --comment "{ours} partition eu us" -j DROP',
-        f'-A OUTPUT -s 127.0.2.1/32 -d 127.0.1.1/32 -m comment --comment "{theirs} partition eu us" -j DROP',
-        '-A OUTPUT -s 127.0.2.1/32 -d 127.0.1.1/32 -m comment --comment "someone else" -j DROP',
+        f'-A OUTPUT -d 127.0.2.1/32 -m cgroup --path p/x/zk -m comment --comment "{ours} partition eu us" -j DROP',
+        f'-A OUTPUT -d 127.0.1.1/32 -m cgroup --path p/y/zk -m comment --comment "{theirs} partition eu us" -j DROP',
+        '-A OUTPUT -d 127.0.1.1/32 -m cgroup --path p/z -m comment --comment "someone else" -j DROP',
         "-A OUTPUT -d 10.0.0.0/8 -j ACCEPT",
-        f'-A OUTPUT -s 127.0.1.1/32 -d 127.0.2.1/32 -m comment --comment "{ours} x" -j ACCEPT',
+        f'-A OUTPUT -d 127.0.2.1/32 -m cgroup --path p/x/zk -m comment --comment "{ours} x" -j ACCEPT',
     ])
-    assert netfilter.parse_listing(listing, ours) == [Rule("127.0.1.1", "127.0.2.1", f"{ours} partition eu us")]
+    assert netfilter.parse_listing(listing, ours) == [Rule("p/x/zk", "127.0.2.1", f"{ours} partition eu us")]
     assert len(netfilter.parse_listing(listing)) == 2
     # a rule rendered by cut() is listed back as the same Rule (that is how add() skips existing ones)
-    r = netfilter.cut(ours, "isolate-zk bk1", ["127.0.1.2"], ["127.0.1.1"])[0]
+    r = netfilter.cut(ours, "isolate-zk bk1", [netfilter.Member("p/x/bk1", "127.0.1.2")],
+                      [netfilter.Member("p/x/zk", "127.0.1.1")])[0]
     line = "-A OUTPUT " + " ".join(f'"{w}"' if " " in w else w for w in r.spec())
     assert netfilter.parse_listing(line, ours) == [r]
 
