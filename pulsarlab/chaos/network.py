@@ -99,13 +99,18 @@ def _one_non_zk_target(cluster: Deployment, args: tuple[str, ...]) -> None:
         raise ValueError(why)
 
 
+def _cut_one(cluster: Deployment, args: tuple[str, ...], rules_of, what: str) -> str:
+    """Resolve the one target, add its rules, and say ``<what>: N DROP rule(s) (M new), comment``."""
+    node = targets.resolve_all(cluster, args)[0]
+    rules = rules_of(cluster, node)
+    added = netfilter.Iptables().add(rules)
+    return (f"{what.format(node=targets.describe(args, [node]))}: {len(rules)} DROP rule(s) "
+            f"({added} new), comment '{rules[0].comment}'")
+
+
 def isolate_zk(cluster: Deployment, args: tuple[str, ...]) -> str:
     """Drop the node's packets to and from every ZooKeeper node."""
-    node = targets.resolve_all(cluster, args)[0]
-    rules = isolate_rules(cluster, node)
-    added = netfilter.Iptables().add(rules)
-    return (f"isolated {targets.describe(args, [node])} from ZooKeeper: {len(rules)} DROP rules "
-            f"({added} new), comment '{rules[0].comment}'")
+    return _cut_one(cluster, args, isolate_rules, "isolated {node} from ZooKeeper")
 
 
 def mute_rules(cluster: Deployment, node: str) -> list[netfilter.Rule]:
@@ -116,11 +121,7 @@ def mute_rules(cluster: Deployment, node: str) -> list[netfilter.Rule]:
 
 def mute(cluster: Deployment, args: tuple[str, ...]) -> str:
     """Drop everything the node sends back to clients, while it keeps talking to the other nodes."""
-    node = targets.resolve_all(cluster, args)[0]
-    rules = mute_rules(cluster, node)
-    added = netfilter.Iptables().add(rules)
-    return (f"muted {targets.describe(args, [node])}: its replies to clients ({CLIENT_ADDRESS}) are dropped, "
-            f"{len(rules)} DROP rule ({added} new), comment '{rules[0].comment}'")
+    return _cut_one(cluster, args, mute_rules, f"muted {{node}}, its replies to clients ({CLIENT_ADDRESS}) dropped")
 
 
 def disconnect(cluster: Deployment, args: tuple[str, ...]) -> str:

@@ -212,3 +212,20 @@ def test_down_stands_for_the_nodes_of_a_role_not_running_now(sync, monkeypatch) 
     assert targets.resolve_all(sync, ["down:bookie"]) == ["bk2-us"]
     with pytest.raises(StateError, match="down:broker: every broker is running"):
         targets.resolve_all(sync, ["down:broker"])
+
+
+def test_mute_drops_only_what_the_node_sends_to_clients(sync, monkeypatch) -> None:
+    from pulsarlab.chaos.network import CLIENT_ADDRESS, mute_rules
+    from pulsarlab.runtime import cgroup
+
+    monkeypatch.setattr(cgroup, "usable", lambda: Path("/sys/fs/cgroup"))
+    [rule] = mute_rules(sync, "pulsar1-eu")
+    assert (rule.cgroup, rule.dest) == (f"pulsarlab/{cgroup.digest(sync.state_dir)}/pulsar1-eu", CLIENT_ADDRESS)
+    assert rule.comment.endswith(" mute pulsar1-eu")
+
+
+def test_disconnect_takes_a_broker_only(sync) -> None:
+    from pulsarlab.chaos.network import disconnect
+
+    with pytest.raises(StateError, match="bk1-eu is not a broker"):
+        disconnect(sync, ("bk1-eu",))
