@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from pulsarlab.cli_common import JsonOpt, err, out, reported
+from pulsarlab.cli_common import JsonOpt, err, out, print_whole, reported
 from pulsarlab.cli_progress import reporter
 from pulsarlab.errors import PulsarlabError, UsageError
 from pulsarlab.scenarios import model
@@ -140,7 +140,7 @@ def run_cmd(
                               "runs": [v.to_json() for v in verdicts]}, indent=2))
     else:
         if len(verdicts) > 1:
-            out.print(summary_table(verdicts, status))
+            print_whole(out, summary_table(verdicts, status))
         if repeat > 1:
             for name, same in agree.items():
                 out.print(f"{name}: the {repeat} runs' verdicts {'agree' if same else '[red]DISAGREE[/]'}")
