@@ -117,7 +117,8 @@ class Deployment(Protocol):
     def status(self) -> list[NodeStatus]: ...
 
     def up(
-        self, check: Callable[[Deployment], None] | None = None, seed: Callable[[Deployment], None] | None = None
+        self, check: Callable[[Deployment], None] | None = None, seed: Callable[[Deployment], None] | None = None,
+        before_brokers: Callable[[Deployment], None] | None = None,
     ) -> UpResult: ...
 
     def down(self, keep_data: bool = False) -> list[str]: ...

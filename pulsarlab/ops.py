@@ -12,7 +12,7 @@ import yaml
 
 from pulsarlab import distribution, urls
 from pulsarlab import render as rendering
-from pulsarlab.admin import metrics, placement, reconcile, replication
+from pulsarlab.admin import metrics, placement, racks, reconcile, replication
 from pulsarlab.admin.client import admin_of
 from pulsarlab.admin.reconcile import Report
 from pulsarlab.chaos.schedule import Fault, check, run_fault
@@ -116,9 +116,16 @@ def up(
     resolved = distribution.resolve(dist, progress=reporter_of(say))
     say(f"Pulsar {resolved.version} from {resolved.home} (Java {resolved.java.major})")
     cluster = new_deployment(topo, state_dir, runtime, say, dist=resolved, **options)
-    # configure as soon as one broker is up: the others then start with their racks in place and
-    # need no restart to learn their region
-    return cluster.up(check=e2e_and_configure, seed=lambda c: configure_cluster(c, say=c.say)), cluster
+    # the rack map goes into the metadata store before any broker starts, so every broker starts
+    # knowing its region (none needs a restart); configure runs as soon as one broker is up
+    return cluster.up(check=e2e_and_configure, seed=lambda c: configure_cluster(c, say=c.say),
+                      before_brokers=seed_racks), cluster
+
+
+def seed_racks(cluster: Deployment) -> None:
+    """Write the topology's rack map into the metadata store (before the brokers start)."""
+    with reporter_of(cluster.say).step("racks", "rack map into the metadata store", "writing", "written"):
+        racks.write_rack_maps(cluster)
 
 
 def load_topology(topology: str, secure: bool = False) -> Topology:

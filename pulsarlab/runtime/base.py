@@ -226,14 +226,16 @@ class NodeRuntime(abc.ABC):
         wait_for(node.name, probe, what=probe.description, timeout=timeout("session"), interval=1.0)
 
     # ----- starting ----------------------------------------------------------------------------
-    def start_nodes(self, nodes: list[Node], seed: Callable[[NodeRuntime], None] | None = None) -> None:
+    def start_nodes(self, nodes: list[Node], seed: Callable[[NodeRuntime], None] | None = None,
+                    before_brokers: Callable[[NodeRuntime], None] | None = None) -> None:
         """Start nodes tier by tier (ZooKeeper, bookies, brokers), each tier in parallel.
 
         On a cluster whose metadata was just created, one bookie per cluster starts first: bookies
         that start together on an empty cluster race to create the auto-recovery layout znode and
         the losers exit (``BadVersion for /ledgers/underreplication/LAYOUT``).
-        With ``seed``, one broker per cluster starts first and ``seed`` runs against it before the
-        other brokers start (so they find, for example, the rack map already written)."""
+        ``before_brokers`` runs once the bookies are up, before any broker starts (the rack map is
+        written then, so every broker starts knowing its region). With ``seed``, one broker per
+        cluster starts first and ``seed`` runs against it before the other brokers start."""
         for role in TIERS:
             tier = [n for n in nodes if n.role == role]
             if not tier:
@@ -244,6 +246,8 @@ class NodeRuntime(abc.ABC):
                 if first and len(first) < len(tier):
                     self._start_tier(first)
                     tier = [n for n in tier if n not in first]
+            if role == Role.BROKER and before_brokers is not None:
+                before_brokers(self)
             if role == Role.BROKER and seed is not None:
                 first = self._first_per_cluster(tier)
                 if len(first) < len(tier):
@@ -315,10 +319,12 @@ class NodeRuntime(abc.ABC):
             )
 
     def up(
-        self, check: Callable[[NodeRuntime], None] | None = None, seed: Callable[[NodeRuntime], None] | None = None
+        self, check: Callable[[NodeRuntime], None] | None = None, seed: Callable[[NodeRuntime], None] | None = None,
+        before_brokers: Callable[[NodeRuntime], None] | None = None,
     ) -> UpResult:
         """Bring every node up and ready; safe to re-run. ``check`` runs once all nodes are ready;
-        ``seed`` once the first broker of each cluster is (see :meth:`start_nodes`)."""
+        ``seed`` once the first broker of each cluster is; ``before_brokers`` before any broker
+        starts (see :meth:`start_nodes`)."""
         t0 = time.monotonic()
         previous = ClusterState.load(self.state_dir)
         if previous is not None:
@@ -347,7 +353,7 @@ class NodeRuntime(abc.ABC):
         self.state.save(self.state_dir)
         started = [n.name for n in missing]
         try:
-            self.start_nodes(missing, seed)
+            self.start_nodes(missing, seed, before_brokers)
             if check is not None:
                 check(self)
         except BaseException:

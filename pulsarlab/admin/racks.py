@@ -1,0 +1,54 @@
+"""The rack map written straight into each cluster's metadata store, before any broker starts.
+
+A broker's BookKeeper client reads its own region from the rack map once, when it starts; a
+broker started before its rack was set places ledgers as if it were in no region until it is
+restarted. Writing the map first (what ``configure`` would write through the admin API, the same
+document) lets every broker start knowing its region, so a fresh cluster needs no restart.
+"""
+
+from __future__ import annotations
+
+import json
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+
+from pulsarlab.admin.commands import rack_document
+from pulsarlab.deployment import Deployment
+from pulsarlab.errors import StateError
+
+ZK_TIMEOUT_S = 15.0
+
+
+def write_rack_maps(cluster: Deployment) -> list[str]:
+    """Set each cluster's ``<metadata root>/bookies`` to the topology's rack map where it differs;
+    returns the clusters written. The metadata initialisation leaves the node there, empty."""
+    topo = cluster.topo
+    docs = {c.name: (f"{c.metadata_root}/bookies", rack_document(topo, c.name)) for c in topo.clusters}
+    docs = {name: d for name, d in docs.items() if d[1]}
+    if not docs:
+        return []
+    zk = KazooClient(hosts=topo.zookeeper_connect(), timeout=ZK_TIMEOUT_S)
+    try:
+        zk.start(timeout=ZK_TIMEOUT_S)
+    except Exception as exc:  # noqa: BLE001 - kazoo raises its own timeout type
+        raise StateError(f"cannot reach ZooKeeper at {topo.zookeeper_connect()} to write the rack map: "
+                         f"{exc or type(exc).__name__}") from None
+    written = []
+    try:
+        for name, (path, doc) in docs.items():
+            data = json.dumps(doc, separators=(",", ":")).encode()
+            current = zk.get(path)[0] if zk.exists(path) else None
+            if current is not None and current.strip() and json.loads(current) == doc:
+                continue
+            if current is None:
+                zk.create(path, data, makepath=True)
+            else:
+                zk.set(path, data)
+            written.append(name)
+    except (KazooException, ValueError) as exc:
+        raise StateError(f"writing the rack map into ZooKeeper failed: {exc or type(exc).__name__}") from None
+    finally:
+        zk.stop()
+        zk.close()
+    return written
