@@ -1,42 +1,236 @@
-"""Startup benchmark for the smoke topology: seconds from ``up`` to ready, peak RSS of all nodes.
+"""Start-up benchmark: a pulsarlab cluster against ``pulsar standalone`` from the same distribution.
 
-Targets: ready in under 30 s, under 2.5 GiB. Prints each figure next to its target and the ratio.
-Run: ``python bench/startup.py [--runs N]``.
+Brings up the ``smoke`` topology (5 JVMs: ZooKeeper, 3 bookies, a broker) with ``pulsarlab up`` and,
+alternating with it, ``bin/pulsar standalone -nfw -nss`` (one JVM: no functions worker, no stream
+storage) from the same resolved distribution, each to the same readiness: the admin API answers
+``/admin/v2/brokers/health`` and a message is produced and consumed back. Prints every run, then
+min/median of each and the ratio of the medians (smoke / standalone), with each side's peak
+resident memory. ``--sync N`` then brings ``sync`` up N times and prints its per-phase times
+(ZooKeeper, metadata, bookies, rack map, brokers, configure) and peak RSS.
+
+Run: ``python bench/startup.py [--runs 3] [--sync 2] [--prefix 127.0]``
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import shutil
 import statistics
+import subprocess
 import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from _measure import down, measure_up
+import psutil
+import requests
+import yaml
+
+from pulsarlab import distribution, ops
+from pulsarlab.progress import Reporter
+from pulsarlab.runtime.roundtrip import roundtrip
+from pulsarlab.runtime.state import ClusterState
+from pulsarlab.topology import BUILTIN_DIR, Role, load
 
 GIB = 1024**3
+READY_TIMEOUT_S = 300.0
+
+
+@dataclass
+class Run:
+    seconds: float
+    peak_rss: int
+
+
+class RssSampler:
+    """Peak summed RSS of the processes ``pids()`` names, sampled at 5 Hz in a thread."""
+
+    def __init__(self, pids: Callable[[], list[int]]) -> None:
+        self.pids, self.peak, self._stop = pids, 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            total = 0
+            for pid in self.pids():
+                with contextlib.suppress(psutil.Error):
+                    total += psutil.Process(pid).memory_info().rss
+            self.peak = max(self.peak, total)
+            time.sleep(0.2)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class PhaseClock(Reporter):
+    """Records when each progress step began and ended (monotonic seconds)."""
+
+    def __init__(self) -> None:
+        self.began: dict[str, float] = {}
+        self.ended: dict[str, float] = {}
+
+    def begin(self, key: str, label: str, status: str = "", total: float | None = None, unit: str = "") -> None:
+        self.began.setdefault(key, time.monotonic())
+
+    def end(self, key: str, status: str = "done", ok: bool = True) -> None:
+        self.ended[key] = time.monotonic()
+
+
+def topology_at(name: str, prefix: str, folder: Path) -> str:
+    if prefix == "127.0":
+        return name
+    data = yaml.safe_load((BUILTIN_DIR / f"{name}.yaml").read_text())
+    path = folder / f"{name}-{prefix}.yaml"
+    path.write_text(yaml.safe_dump({**data, "address_prefix": prefix}))
+    return str(path)
+
+
+def node_pids(state_dir: Path) -> list[int]:
+    state = ClusterState.load(state_dir)
+    return [r.pid for r in state.nodes.values()] if state else []
+
+
+def up_once(topology: str, folder: Path, clock: Reporter | None = None) -> Run:
+    """``pulsarlab up`` (ready, configured, a message round trip), timed; taken down afterwards."""
+    state_dir = folder / f"state-{time.monotonic_ns()}"
+    with RssSampler(lambda: node_pids(state_dir)) as rss:
+        t0 = time.monotonic()
+        _, cluster = ops.up(topology, state_dir=state_dir, say=clock or Reporter())
+        seconds = time.monotonic() - t0
+    cluster.down()
+    return Run(seconds, rss.peak)
+
+
+def standalone_once(home: Path, address: str, folder: Path) -> Run:
+    """``bin/pulsar standalone -nfw -nss`` on ``address`` (its own data folder and ports), timed
+    from the process start to the same readiness as a pulsarlab cluster; stopped by its pid."""
+    work = Path(tempfile.mkdtemp(prefix="standalone-", dir=folder))
+    conf = (home / "conf" / "standalone.conf").read_text()
+    keys = {"bindAddress": address, "advertisedAddress": address, "brokerServicePort": "6650",
+            "webServicePort": "8080", "clusterName": "standalone"}
+    lines = [ln for ln in conf.splitlines() if ln.split("=", 1)[0] not in keys]
+    (work / "standalone.conf").write_text("\n".join(lines + [f"{k}={v}" for k, v in keys.items()]) + "\n")
+    env = {**os.environ, "PULSAR_STANDALONE_CONF": str(work / "standalone.conf"),
+           "PULSAR_LOG_DIR": str(work / "logs")}
+    cmd = [str(home / "bin" / "pulsar"), "standalone", "-nfw", "-nss", "--wipe-data",
+           "--zookeeper-dir", str(work / "zk"), "--bookkeeper-dir", str(work / "bk"),
+           "--metadata-dir", str(work / "metadata"), "--zookeeper-port", "22181", "--bookkeeper-port", "23181",
+           "-a", address]
+    t0 = time.monotonic()
+    with open(work / "out.log", "wb") as log:
+        proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        with RssSampler(lambda: [proc.pid, *(c.pid for c in _children(proc.pid))]) as rss:
+            health = f"http://{address}:8080/admin/v2/brokers/health"
+            while True:
+                if proc.poll() is not None or time.monotonic() - t0 > READY_TIMEOUT_S:
+                    tail = (work / "out.log").read_text(errors="replace")[-3000:]
+                    raise SystemExit(f"standalone did not get ready (exit {proc.returncode}):\n{tail}")
+                with contextlib.suppress(requests.RequestException):
+                    if requests.get(health, timeout=2).status_code == 200:
+                        break
+                time.sleep(0.2)
+            roundtrip("standalone", f"pulsar://{address}:6650", READY_TIMEOUT_S - (time.monotonic() - t0))
+            seconds = time.monotonic() - t0
+        return Run(seconds, rss.peak)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(30)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _children(pid: int) -> list[psutil.Process]:
+    with contextlib.suppress(psutil.Error):
+        return psutil.Process(pid).children(recursive=True)
+    return []
+
+
+@dataclass
+class Phases:
+    spans: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, clock: PhaseClock, nodes_by_role: dict[Role, list[str]]) -> None:
+        def span(keys: list[str]) -> float | None:
+            begun = [clock.began[k] for k in keys if k in clock.began]
+            ended = [clock.ended[k] for k in keys if k in clock.ended]
+            return max(ended) - min(begun) if begun and ended else None
+
+        groups = {
+            "ZooKeeper": nodes_by_role[Role.ZOOKEEPER],
+            "metadata init": [k for k in clock.began if k.startswith("init-")],
+            "bookies": nodes_by_role[Role.BOOKIE] + [k for k in clock.began if k.startswith("writable-")],
+            "rack map": ["racks"],
+            "brokers": nodes_by_role[Role.BROKER],
+            "configure": ["configure"],
+        }
+        for name, keys in groups.items():
+            s = span(keys)
+            if s is not None:
+                self.spans.setdefault(name, []).append(s)
+
+
+def fmt(values: list[float]) -> str:
+    return f"min {min(values):6.1f} s   median {statistics.median(values):6.1f} s"
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--runs", type=int, default=1)
-    ap.add_argument("--topology", default="smoke")
-    ap.add_argument("--target-seconds", type=float, default=30.0)
-    ap.add_argument("--target-gib", type=float, default=2.5)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=3, help="runs of each side, alternating")
+    ap.add_argument("--sync", type=int, default=1, help="runs of sync for the per-phase table (0: none)")
+    ap.add_argument("--prefix", default="127.0", help="address range of the clusters (127.N)")
     args = ap.parse_args()
-    results = []
-    for i in range(args.runs):
-        state = Path(tempfile.mkdtemp(prefix="pulsarlab-bench-")) / args.topology
-        try:
-            m = measure_up(args.topology, state)
-        finally:
-            down(state)
-        results.append(m)
-        print(f"run {i + 1}: ready in {m.seconds:.1f} s, peak RSS {m.peak_rss_bytes / GIB:.2f} GiB over {m.nodes} nodes")
-    secs = statistics.median(m.seconds for m in results)
-    peak = max(m.peak_rss_bytes for m in results) / GIB
-    t_s, t_g = args.target_seconds, args.target_gib
-    print(f"\n{args.topology}: up -> ready      {secs:6.1f} s    target {t_s:5.1f} s   ratio {secs / t_s:.2f}")
-    print(f"{args.topology}: peak RSS (nodes) {peak:6.2f} GiB  target {t_g:5.2f} GiB ratio {peak / t_g:.2f}")
+    folder = Path(tempfile.mkdtemp(prefix="pulsarlab-bench-startup-"))
+    home = distribution.resolve(None).home
+    smoke, standalone = [], []
+    try:
+        for i in range(args.runs):
+            for side in ("smoke", "standalone") if i % 2 == 0 else ("standalone", "smoke"):
+                if side == "smoke":
+                    r = up_once(topology_at("smoke", args.prefix, folder), folder)
+                    smoke.append(r)
+                else:
+                    r = standalone_once(home, f"{args.prefix}.9.1", folder)
+                    standalone.append(r)
+                loadavg = os.getloadavg()[0]
+                print(f"run {i + 1} {side:10s} ready in {r.seconds:6.1f} s   peak RSS {r.peak_rss / GIB:5.2f} GiB"
+                      f"   (load {loadavg:.1f})", flush=True)
+        a, b = [r.seconds for r in smoke], [r.seconds for r in standalone]
+        print(f"\nsmoke (5 JVMs)        {fmt(a)}   peak RSS {max(r.peak_rss for r in smoke) / GIB:.2f} GiB")
+        print(f"standalone (1 JVM)    {fmt(b)}   peak RSS {max(r.peak_rss for r in standalone) / GIB:.2f} GiB")
+        print(f"ratio smoke/standalone (medians) {statistics.median(a) / statistics.median(b):.2f}   target <= 1.00")
+
+        if args.sync:
+            topo_ref = topology_at("sync", args.prefix, folder)
+            topo = load(topo_ref)
+            by_role = {r: [n.name for n in topo.nodes_of(r)] for r in Role}
+            phases, totals, peaks = Phases(), [], []
+            for i in range(args.sync):
+                clock = PhaseClock()
+                r = up_once(topo_ref, folder, clock)
+                phases.add(clock, by_role)
+                totals.append(r.seconds)
+                peaks.append(r.peak_rss)
+                print(f"sync run {i + 1}: ready and configured in {r.seconds:.1f} s, peak RSS {r.peak_rss / GIB:.2f} GiB")
+            print("\nsync phase          " + "   ".join(f"run {i + 1:d}" for i in range(args.sync)))
+            for name, values in phases.spans.items():
+                print(f"  {name:16s}  " + "   ".join(f"{v:5.1f}" for v in values))
+            print(f"  {'total':16s}  " + "   ".join(f"{v:5.1f}" for v in totals)
+                  + f"     target <= 20.0 s; peak RSS {max(peaks) / GIB:.2f} GiB")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":
