@@ -82,7 +82,7 @@ class PhaseClock(Reporter):
         self.began.setdefault(key, time.monotonic())
 
     def end(self, key: str, status: str = "done", ok: bool = True) -> None:
-        self.ended[key] = time.monotonic()
+        self.ended.setdefault(key, time.monotonic())  # the first end: ``down`` reuses the node keys
 
 
 def topology_at(name: str, prefix: str, folder: Path) -> str:
@@ -208,9 +208,10 @@ def main() -> None:
                 print(f"run {i + 1} {side:10s} ready in {r.seconds:6.1f} s   peak RSS {r.peak_rss / GIB:5.2f} GiB"
                       f"   (load {loadavg:.1f})", flush=True)
         a, b = [r.seconds for r in smoke], [r.seconds for r in standalone]
-        print(f"\nsmoke (5 JVMs)        {fmt(a)}   peak RSS {max(r.peak_rss for r in smoke) / GIB:.2f} GiB")
-        print(f"standalone (1 JVM)    {fmt(b)}   peak RSS {max(r.peak_rss for r in standalone) / GIB:.2f} GiB")
-        print(f"ratio smoke/standalone (medians) {statistics.median(a) / statistics.median(b):.2f}   target <= 1.00")
+        if a:
+            print(f"\nsmoke (5 JVMs)        {fmt(a)}   peak RSS {max(r.peak_rss for r in smoke) / GIB:.2f} GiB")
+            print(f"standalone (1 JVM)    {fmt(b)}   peak RSS {max(r.peak_rss for r in standalone) / GIB:.2f} GiB")
+            print(f"ratio smoke/standalone (medians) {statistics.median(a) / statistics.median(b):.2f}   target <= 1.00")
 
         if args.sync:
             topo_ref = topology_at("sync", args.prefix, folder)

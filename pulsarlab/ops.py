@@ -117,9 +117,8 @@ def up(
     say(f"Pulsar {resolved.version} from {resolved.home} (Java {resolved.java.major})")
     cluster = new_deployment(topo, state_dir, runtime, say, dist=resolved, **options)
     # the rack map goes into the metadata store before any broker starts, so every broker starts
-    # knowing its region (none needs a restart); configure runs as soon as one broker is up
-    return cluster.up(check=e2e_and_configure, seed=lambda c: configure_cluster(c, say=c.say),
-                      before_brokers=seed_racks), cluster
+    # knowing its region (none needs a restart) and all of them start at once; configure follows
+    return cluster.up(check=e2e_and_configure, before_brokers=seed_racks), cluster
 
 
 def seed_racks(cluster: Deployment) -> None:
