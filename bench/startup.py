@@ -19,6 +19,7 @@ import os
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -26,15 +27,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+if __package__ in (None, ""):  # run as a script: this checkout's bench and pulsarlab
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import psutil
 import requests
-import yaml
 
+from bench._topo import describe, jvm_setting, topology_at
 from pulsarlab import distribution, ops
 from pulsarlab.progress import Reporter
 from pulsarlab.runtime.roundtrip import roundtrip
 from pulsarlab.runtime.state import ClusterState
-from pulsarlab.topology import BUILTIN_DIR, Role, load
+from pulsarlab.topology import Role, load
 
 GIB = 1024**3
 READY_TIMEOUT_S = 300.0
@@ -83,15 +87,6 @@ class PhaseClock(Reporter):
 
     def end(self, key: str, status: str = "done", ok: bool = True) -> None:
         self.ended.setdefault(key, time.monotonic())  # the first end: ``down`` reuses the node keys
-
-
-def topology_at(name: str, prefix: str, folder: Path) -> str:
-    if prefix == "127.0":
-        return name
-    data = yaml.safe_load((BUILTIN_DIR / f"{name}.yaml").read_text())
-    path = folder / f"{name}-{prefix}.yaml"
-    path.write_text(yaml.safe_dump({**data, "address_prefix": prefix}))
-    return str(path)
 
 
 def node_pids(state_dir: Path) -> list[int]:
@@ -191,7 +186,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3, help="runs of each side, alternating")
     ap.add_argument("--sync", type=int, default=1, help="runs of sync for the per-phase table (0: none)")
     ap.add_argument("--prefix", default="127.0", help="address range of the clusters (127.N)")
+    ap.add_argument("--jvm", type=jvm_setting, action="append", default=[], metavar="KEY=VALUE",
+                    help="a setting of the topology's jvm: section for both topologies, e.g. class_sharing=false")
     args = ap.parse_args()
+    jvm = dict(args.jvm)
+    print(f"jvm settings: {describe(jvm)}", flush=True)
     folder = Path(tempfile.mkdtemp(prefix="pulsarlab-bench-startup-"))
     home = distribution.resolve(None).home
     smoke, standalone = [], []
@@ -199,7 +198,7 @@ def main() -> None:
         for i in range(args.runs):
             for side in ("smoke", "standalone") if i % 2 == 0 else ("standalone", "smoke"):
                 if side == "smoke":
-                    r = up_once(topology_at("smoke", args.prefix, folder), folder)
+                    r = up_once(topology_at("smoke", args.prefix, folder, jvm), folder)
                     smoke.append(r)
                 else:
                     r = standalone_once(home, f"{args.prefix}.9.1", folder)
@@ -214,7 +213,7 @@ def main() -> None:
             print(f"ratio smoke/standalone (medians) {statistics.median(a) / statistics.median(b):.2f}   target <= 1.00")
 
         if args.sync:
-            topo_ref = topology_at("sync", args.prefix, folder)
+            topo_ref = topology_at("sync", args.prefix, folder, jvm)
             topo = load(topo_ref)
             by_role = {r: [n.name for n in topo.nodes_of(r)] for r in Role}
             phases, totals, peaks = Phases(), [], []

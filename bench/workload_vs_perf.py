@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -52,6 +53,7 @@ import pulsar
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from bench._topo import describe, jvm_setting, topology_at
 from pulsarlab import ops
 from pulsarlab.deployment import Deployment
 from pulsarlab.history import SCHEMA, part_files
@@ -171,8 +173,15 @@ def main() -> None:
     ap.add_argument("--producers", type=int, default=1, help="producers on each side (pulsar-perf -n; ours: processes)")
     ap.add_argument("--partitions", type=int, default=0, help="0: a non-partitioned topic")
     ap.add_argument("--state-dir", type=Path, help="use this running smoke cluster instead of starting one")
+    ap.add_argument("--jvm", type=jvm_setting, action="append", default=[], metavar="KEY=VALUE",
+                    help="instead: pulsar-perf on a smoke cluster with this jvm: setting against one with the "
+                         "defaults, both up, alternating rounds (e.g. fast_start=false: what C1-only costs)")
+    ap.add_argument("--prefix", default="127.0", help="with --jvm: the defaults' address range (the other: 127.N+1)")
     args = ap.parse_args()
     s = Settings(args.seconds, args.size, not args.no_batching, args.producers, args.partitions)
+    if args.jvm:
+        compare_jvm(dict(args.jvm), s, args.rounds, args.prefix)
+        return
     if args.state_dir:  # a smoke cluster that is already running: leave it running
         cluster = ops.open_cluster(args.state_dir)
     else:
@@ -197,6 +206,36 @@ def main() -> None:
     print(summary("pulsar-perf", perf))
     o, p = statistics.median(x.rate for x in ours), statistics.median(x.rate for x in perf)
     print(f"ratio of medians pulsarlab/pulsar-perf: {o / p:.2f} (target >= 0.80)")
+
+
+def compare_jvm(jvm: dict[str, object], s: Settings, rounds: int, prefix: str) -> None:
+    """pulsar-perf's throughput on two smoke clusters that differ only in ``jvm`` settings."""
+    folder = Path(tempfile.mkdtemp(prefix="pulsarlab-bench-jvm-"))
+    other = f"127.{int(prefix.split('.')[1]) + 1}"
+    sides = {"defaults": (prefix, {}), "changed": (other, jvm)}
+    clusters: dict[str, Deployment] = {}
+    samples: dict[str, list[Sample]] = {name: [] for name in sides}
+    try:
+        for name, (pfx, settings) in sides.items():
+            result, clusters[name] = ops.up(topology_at("smoke", pfx, folder, settings), state_dir=folder / name)
+            print(f"{name:8}: {describe(settings)}\n          up in {result.seconds:.1f} s", flush=True)
+        for r in range(rounds):
+            for name in list(sides) if r % 2 == 0 else list(reversed(sides)):
+                cluster = clusters[name]
+                ns = ops.default_topic(cluster, ops.workload_target(cluster, None, None).cluster, "bench").rsplit("/", 1)[0]
+                x = run_perf(cluster, f"{ns}/bench-{name}-{uuid.uuid4().hex[:6]}", s)
+                samples[name].append(x)
+                print(f"round {r + 1} {name:8}: {x.messages:>9,} msgs in {x.seconds:6.2f} s = {x.rate:10,.0f} msg/s "
+                      f"(load {os.getloadavg()[0]:.1f})", flush=True)
+    finally:
+        for cluster in clusters.values():
+            cluster.down()
+        shutil.rmtree(folder, ignore_errors=True)
+    print(f"\npulsar-perf produce, {s.size} B, batching {'on' if s.batching else 'off'}, {s.seconds} s x {rounds} rounds:")
+    for name in sides:
+        print(summary(name, samples[name]))
+    d, c = (statistics.median(x.rate for x in samples[n]) for n in sides)
+    print(f"ratio of medians changed/defaults: {c / d:.2f}")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import yaml
 from pulsarlab.deployment import NodeEndpoint, NodeStatus, Say, UpResult, quiet
 from pulsarlab.distribution import Distribution
 from pulsarlab.distribution import resolve as resolve_distribution
-from pulsarlab.errors import PortInUseError, StateError
+from pulsarlab.errors import NodeStartError, PortInUseError, ProcessFailedError, StateError
 from pulsarlab.progress import reporter_of
 from pulsarlab.render import NodeDirs, node_dirs
 from pulsarlab.runtime import cgroup
@@ -228,49 +228,86 @@ class NodeRuntime(abc.ABC):
     # ----- starting ----------------------------------------------------------------------------
     def start_nodes(self, nodes: list[Node], seed: Callable[[NodeRuntime], None] | None = None,
                     before_brokers: Callable[[NodeRuntime], None] | None = None) -> None:
-        """Start nodes tier by tier (ZooKeeper, bookies, brokers), each tier in parallel.
+        """Start the nodes, each as soon as what it needs is there.
 
-        On a cluster whose metadata was just created, one bookie per cluster starts first: bookies
-        that start together on an empty cluster race to create the auto-recovery layout znode and
-        the losers exit (``BadVersion for /ledgers/underreplication/LAYOUT``).
-        ``before_brokers`` runs once the bookies are up, before any broker starts (the rack map is
-        written then, so every broker starts knowing its region). With ``seed``, one broker per
-        cluster starts first and ``seed`` runs against it before the other brokers start."""
-        for role in TIERS:
-            tier = [n for n in nodes if n.role == role]
-            if not tier:
-                continue
-            if role == Role.BOOKIE:
-                fresh = self.initialize_metadata()
-                first = self._first_per_cluster([n for n in tier if n.cluster in fresh])
-                if first and len(first) < len(tier):
-                    self._start_tier(first)
-                    tier = [n for n in tier if n not in first]
-            if role == Role.BROKER and before_brokers is not None:
+        ZooKeeper first, the metadata initialisation alongside it (its client waits for the
+        server). Then ``before_brokers`` (the rack map: every broker starts knowing its region) and
+        the brokers, which need no bookie to start; meanwhile the bookies. On a cluster whose
+        metadata was just created one bookie per cluster starts before the others: bookies that
+        start together on an empty cluster race to create the auto-recovery layout znode and the
+        losers exit (``BadVersion for /ledgers/underreplication/LAYOUT``). With ``seed``, the
+        brokers wait for the bookies, one broker per cluster starts, ``seed`` runs against it, then
+        the other brokers start."""
+        zookeepers, bookies, brokers = ([n for n in nodes if n.role == r] for r in TIERS)
+        fresh: set[str] = set()
+        if zookeepers:
+            fresh = self._start_zookeeper(zookeepers, with_metadata=bool(bookies))
+        if bookies:
+            fresh |= self.initialize_metadata()  # nothing left to do when it ran alongside ZooKeeper
+            early = brokers if seed is None else []
+            if early and before_brokers is not None:
                 before_brokers(self)
-            if role == Role.BROKER and seed is not None:
-                first = self._first_per_cluster(tier)
-                if len(first) < len(tier):
-                    self._start_tier(first)
-                    seed(self)
-                    tier = [n for n in tier if n not in first]
-            self._start_tier(tier)
-            if role == Role.BOOKIE:
-                for c in {n.cluster for n in tier}:
-                    self.wait_writable_bookies(c)
+            self._spawn(early)
+            first = self._first_per_cluster([n for n in bookies if n.cluster in fresh])
+            rest = bookies
+            if first and len(first) < len(bookies):
+                self._start_tier(first)
+                rest = [n for n in bookies if n not in first]
+            self._spawn(rest)
+            self._wait_ready(rest + early)
+            for c in dict.fromkeys(n.cluster for n in bookies):
+                self.wait_writable_bookies(c)
+            brokers = [n for n in brokers if n not in early]
+        if not brokers:
+            return
+        if before_brokers is not None:
+            before_brokers(self)
+        if seed is not None:
+            first = self._first_per_cluster(brokers)
+            if len(first) < len(brokers):
+                self._start_tier(first)
+                seed(self)
+                brokers = [n for n in brokers if n not in first]
+        self._start_tier(brokers)
 
     @staticmethod
     def _first_per_cluster(nodes: list[Node]) -> list[Node]:
         return [next(n for n in nodes if n.cluster == c) for c in dict.fromkeys(n.cluster for n in nodes)]
 
-    def _start_tier(self, tier: list[Node]) -> None:
-        for n in tier:
+    def _start_zookeeper(self, tier: list[Node], with_metadata: bool) -> set[str]:
+        """Start ZooKeeper and, with ``with_metadata``, initialise the clusters' metadata meanwhile;
+        returns the clusters initialised now. An initialisation that failed while ZooKeeper was
+        still starting runs once more once it serves."""
+        self._spawn(tier)
+        with ThreadPoolExecutor(max_workers=len(tier) + 1) as pool:
+            ready = [pool.submit(self.wait_ready, n) for n in tier]
+            init = pool.submit(self.initialize_metadata) if with_metadata else None
+            for f in ready:
+                f.result()  # ZooKeeper's own failure is the one to report
+            if init is None:
+                return set()
+            try:
+                return init.result()
+            except (NodeStartError, ProcessFailedError) as exc:
+                self.say(f"metadata initialisation failed while ZooKeeper was starting ({exc}); running it again")
+        return self.initialize_metadata()
+
+    def _spawn(self, nodes: list[Node]) -> None:
+        for n in nodes:
             self.say.begin(n.name, n.name, "starting")
             self.wait_registration_gone(n)
             self.spawn(n)
-        with ThreadPoolExecutor(max_workers=len(tier)) as pool:
-            for f in [pool.submit(self.wait_ready, n) for n in tier]:
+
+    def _wait_ready(self, nodes: list[Node]) -> None:
+        if not nodes:
+            return
+        with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+            for f in [pool.submit(self.wait_ready, n) for n in nodes]:
                 f.result()
+
+    def _start_tier(self, tier: list[Node]) -> None:
+        self._spawn(tier)
+        self._wait_ready(tier)
 
     def initialize_metadata(self) -> set[str]:
         """Run ``initialize-cluster-metadata`` once per cluster (recorded in the state); return

@@ -20,6 +20,7 @@ from pulsarlab.errors import NodeStartError, ProcessFailedError
 from pulsarlab.render import render
 from pulsarlab.runtime import cgroup
 from pulsarlab.runtime.base import NodeRuntime, timeout
+from pulsarlab.runtime.cds import ClassArchives
 from pulsarlab.runtime.jvm import hosts_text, pulsar_env
 from pulsarlab.runtime.state import ClusterState, ProcessRecord
 from pulsarlab.runtime.waits import log_tail
@@ -52,8 +53,21 @@ class LocalCluster(NodeRuntime):
             return
         if kill:
             rec.kill()
+            clean = False
         else:
-            rec.terminate(timeout("stop"))
+            clean = rec.terminate(timeout("stop"), kill_after=False)
+            if not clean:
+                rec.kill()
+        node = self.topo.node(name)
+        if (part := self._recording(node.role.value, node)) is not None:
+            ClassArchives.of(self.distribution()).settle(node.role.value, part, clean)
+
+    def _recording(self, kind: str, node: Node) -> Path | None:
+        """Where this JVM records its kind's class archive, if it is the one that does: the
+        first node of each role (one archive suffices)."""
+        if not self.topo.jvm.class_sharing or self.topo.nodes_of(node.role)[0].name != node.name:
+            return None
+        return ClassArchives.of(self.distribution()).recording(kind, node.name, self.state_dir)
 
     def pause_process(self, name: str, paused: bool) -> None:
         rec = self.record(name)
@@ -90,20 +104,46 @@ class LocalCluster(NodeRuntime):
     def prepare(self, nodes: list[Node]) -> None:
         render(self.topo, self.state_dir, self.distribution().conf)
 
-    def _env(self, node: Node) -> dict[str, str]:
+    def _env(self, node: Node, kind: str | None = None) -> dict[str, str]:
+        """``bin/pulsar``'s environment for a node's JVM (``kind``: which class archive it maps or
+        records; None for none)."""
         dist = self.distribution()
         dirs = self.dirs(node)
         env = dict(os.environ)
         env.update(pulsar_env(self.topo, node, dirs))
         if dist.java.home:
             env["JAVA_HOME"] = str(dist.java.home)
+        if node.role == Role.BOOKIE:  # see write_local_hosts
+            for key in ("PULSAR_EXTRA_OPTS", "BOOKIE_EXTRA_OPTS"):
+                env[key] = f"{env[key]} -Djdk.net.hosts.file={dirs.conf / 'hosts'}"
+        if self.topo.jvm.class_sharing:
+            archives = ClassArchives.of(dist)
+            # one classpath for every node (see pulsarlab.runtime.cds); the node's own log
+            # configuration named explicitly (a later -D wins over bin/pulsar's own)
+            env["PULSAR_LOG_CONF"] = str(archives.classpath_dir / "log4j2.yaml")
+            opts = f"-Dlog4j.configurationFile={dirs.conf / 'log4j2.yaml'}"
+            if kind is not None:
+                opts += " " + archives.jvm_options(kind, self._recording(kind, node))
+            for key in ("PULSAR_EXTRA_OPTS", "BOOKIE_EXTRA_OPTS"):
+                env[key] = f"{env[key]} {opts}".strip()
         return env
 
     def write_local_hosts(self, node: Node) -> None:
-        """The broker's own view of this machine's name (see :func:`pulsarlab.runtime.jvm.hosts_text`)."""
+        """A broker's own view of this machine's name (see :func:`pulsarlab.runtime.jvm.hosts_text`);
+        a bookie's: the machine's hosts file as it is, with no DNS behind it.
+
+        A bookie looks up the name of every address in the rack map (in its auto-recovery's
+        placement policy); loopback addresses have none, so each lookup goes to DNS, and a query
+        the resolver drops costs the starting bookie 5 s. The answer is "no name" either way."""
         path = self.dirs(node).conf / "hosts"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(hosts_text(self.topo, node))
+        if node.role == Role.BROKER:
+            path.write_text(hosts_text(self.topo, node))
+        else:
+            try:
+                path.write_text(Path("/etc/hosts").read_text())
+            except OSError:
+                path.write_text("127.0.0.1 localhost\n")
 
     def spawn(self, node: Node) -> None:
         """Start one node's JVM in the background and record its pid."""
@@ -111,13 +151,13 @@ class LocalCluster(NodeRuntime):
         dirs = self.dirs(node)
         for d in (dirs.data, dirs.logs):
             d.mkdir(parents=True, exist_ok=True)
-        if node.role == Role.BROKER:
+        if node.role in (Role.BROKER, Role.BOOKIE):
             self.write_local_hosts(node)
         with open(dirs.log_file, "ab") as log:
             log.write(f"\n===== pulsarlab: starting {node.name} at {time.ctime()} =====\n".encode())
             log.flush()
             proc = subprocess.Popen(
-                [str(dist.bin_pulsar), COMMAND[node.role]], cwd=dirs.root, env=self._env(node),
+                [str(dist.bin_pulsar), COMMAND[node.role]], cwd=dirs.root, env=self._env(node, node.role.value),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                 preexec_fn=cgroup.entering(self.state_dir, node.name),
             )
@@ -130,7 +170,9 @@ class LocalCluster(NodeRuntime):
 
     def run_metadata_init(self, cluster: str, args: list[str], log_path: Path) -> None:
         zk = self.topo.nodes_of(Role.ZOOKEEPER)[0]
-        env = self._env(zk)
+        env = self._env(zk, "init")
+        part = self._recording("init", zk)
+        rc: int | None = None
         cmd = [str(self.distribution().bin_pulsar), "initialize-cluster-metadata", *args]
         with open(log_path, "wb") as log:
             try:
@@ -139,5 +181,8 @@ class LocalCluster(NodeRuntime):
             except subprocess.TimeoutExpired:
                 raise NodeStartError(f"init-{cluster}", "initialize-cluster-metadata to finish",
                                      timeout("init"), log_tail(log_path)) from None
+            finally:
+                if part is not None:
+                    ClassArchives.of(self.distribution()).settle("init", part, rc == 0)
         if rc != 0:
             raise ProcessFailedError(cmd, rc, log_tail(log_path, 40))

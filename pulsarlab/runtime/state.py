@@ -57,8 +57,9 @@ class ProcessRecord:
             time.sleep(0.1)
         return True
 
-    def terminate(self, timeout: float) -> bool:
-        """SIGTERM, then SIGKILL if it is still there after ``timeout`` seconds; True once gone."""
+    def terminate(self, timeout: float, kill_after: bool = True) -> bool:
+        """SIGTERM, then (with ``kill_after``) SIGKILL if it is still there after ``timeout``
+        seconds; True once gone (without ``kill_after``: gone by the SIGTERM alone)."""
         p = self.process()
         if p is None:
             return True
@@ -68,7 +69,7 @@ class ProcessRecord:
             p.terminate()
         except psutil.NoSuchProcess:
             return True
-        return self.wait_gone(timeout) or self.kill()
+        return self.wait_gone(timeout) or (kill_after and self.kill())
 
     def kill(self) -> bool:
         """SIGKILL; True once gone."""

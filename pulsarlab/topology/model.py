@@ -54,6 +54,9 @@ class JvmSettings(_Strict):
     broker_direct_mb: int = 192
     # C1 only: much faster start on a small machine, at some cost in peak throughput.
     fast_start: bool = True
+    # Class-data sharing (local runtime): each role's classes archived once per distribution and
+    # JDK, then mapped at start (pulsarlab.runtime.cds). Same classes, same behaviour.
+    class_sharing: bool = True
 
 
 class Node(_Strict):

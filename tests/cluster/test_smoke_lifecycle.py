@@ -1,15 +1,18 @@
 """Crash and teardown on the smoke cluster: `up` after every JVM was killed brings the same data
-back; `down` leaves no process of the cluster behind; `up` afterwards starts clean."""
+back; `down` leaves no process of the cluster behind (and each role's class archive); `up`
+afterwards starts clean, every JVM mapping its archive."""
 
 from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 
 import psutil
 from typer.testing import CliRunner
 
 from pulsarlab.cli import app
+from pulsarlab.runtime.cds import ClassArchives
 from pulsarlab.runtime.local import LocalCluster
 from tests.cluster.test_smoke import consume_all, produce
 
@@ -45,9 +48,16 @@ def test_down_leaves_no_process_and_up_starts_clean(smoke: LocalCluster) -> None
     for pid in pids:
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     assert not list(smoke.state_dir.glob("nodes/*/data/*")), "down without --keep-data wipes the data"
+    archives = ClassArchives.of(smoke.distribution())
+    roles = {n.role.value for n in smoke.topo.nodes}
+    # a clean stop left each role's class archive (recorded now, or by an earlier cluster)
+    assert all(archives.archive(r).stat().st_size > 1_000_000 for r in [*roles, "init"])
 
     result = runner.invoke(app, ["up", "--topology", str(smoke.state_dir / "topology.yaml"), "--state-dir", str(smoke.state_dir)])
     assert result.exit_code == 0, result.output
     status = json.loads(runner.invoke(app, ["status", "--json", "--state-dir", str(smoke.state_dir)]).stdout)
     assert all(n["ready"] for n in status["nodes"])
     smoke.state = LocalCluster.open(smoke.state_dir).state
+    for node in smoke.topo.nodes:  # and every JVM maps its role's archive instead of loading classes anew
+        maps = Path(f"/proc/{smoke.state.nodes[node.name].pid}/maps").read_text()
+        assert str(archives.archive(node.role.value)) in maps, node.name

@@ -1,0 +1,99 @@
+"""Class-data sharing archives: which JVM records, which maps, and when a recording is kept."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pulsarlab.distribution import Distribution, Java
+from pulsarlab.runtime.cds import STALE_SECONDS, ClassArchives
+from pulsarlab.runtime.local import LocalCluster
+from pulsarlab.topology import Role, load
+
+
+@pytest.fixture
+def dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Distribution:
+    monkeypatch.setenv("PULSARLAB_CACHE", str(tmp_path / "cache"))
+    return Distribution(tmp_path / "pulsar", "4.0.8", Java(None, sys.executable, 17))
+
+
+def opts(env: dict[str, str]) -> list[str]:
+    return shlex.split(env["PULSAR_EXTRA_OPTS"])
+
+
+def test_first_start_records_then_every_start_maps(dist: Distribution, tmp_path: Path) -> None:
+    archives = ClassArchives.of(dist)
+    part = archives.recording("broker", "pulsar1", tmp_path)
+    assert archives.jvm_options("broker", None) == ""
+    assert archives.jvm_options("broker", part) == f"-XX:ArchiveClassesAtExit={part}"
+
+    part.write_bytes(b"classes")
+    assert archives.settle("broker", part, clean_exit=True) == archives.archive("broker")
+    assert not part.exists() and archives.archive("broker").read_bytes() == b"classes"
+    shared = f"-XX:SharedArchiveFile={archives.archive('broker')} -Xshare:auto"
+    assert archives.jvm_options("broker", None) == shared
+    assert archives.jvm_options("broker", part) == shared  # nothing recorded once there is one
+
+
+def test_a_recording_is_kept_only_from_a_clean_exit(dist: Distribution, tmp_path: Path) -> None:
+    archives = ClassArchives.of(dist)
+    part = archives.recording("bookie", "bk1", tmp_path)
+    part.write_bytes(b"half written")
+    assert archives.settle("bookie", part, clean_exit=False) is None
+    assert not part.exists() and not archives.archive("bookie").exists()
+    part.write_bytes(b"")
+    assert archives.settle("bookie", part, clean_exit=True) is None
+    assert not archives.archive("bookie").exists()
+    assert archives.settle("bookie", part, clean_exit=True) is None  # nothing recorded: nothing to do
+
+
+def test_stale_recordings_are_dropped(dist: Distribution, tmp_path: Path) -> None:
+    archives = ClassArchives.of(dist)
+    old = archives.recording("zookeeper", "zk", tmp_path / "gone")
+    old.parent.mkdir(parents=True, exist_ok=True)
+    old.write_bytes(b"x")
+    past = time.time() - STALE_SECONDS - 60
+    os.utime(old, (past, past))
+    archives.jvm_options("zookeeper", archives.recording("zookeeper", "zk", tmp_path))
+    assert not old.exists()
+
+
+def test_archives_are_kept_per_distribution_and_jdk(dist: Distribution, tmp_path: Path) -> None:
+    other_version = Distribution(dist.home, "4.0.9", dist.java)
+    fake_java = tmp_path / "java"
+    fake_java.write_text("#!/bin/sh\n")
+    other_jdk = Distribution(dist.home, dist.version, Java(None, str(fake_java), 17))
+    roots = {ClassArchives.of(d).root for d in (dist, other_version, other_jdk)}
+    assert len(roots) == 3
+
+
+def test_every_node_has_one_classpath_and_its_own_log_configuration(dist: Distribution, tmp_path: Path) -> None:
+    topo = load("sync")
+    cluster = LocalCluster(topo, tmp_path / "state", dist)
+    archives = ClassArchives.of(dist)
+    for node in topo.nodes:
+        env = cluster._env(node, node.role.value)
+        assert Path(env["PULSAR_LOG_CONF"]).parent == archives.classpath_dir  # bin/pulsar's first classpath entry
+        assert not any(archives.classpath_dir.iterdir())  # it must stay empty for the archive to be usable
+        own = cluster.dirs(node).conf / "log4j2.yaml"
+        assert f"-Dlog4j.configurationFile={own}" in opts(env)
+        recording = [o for o in opts(env) if o.startswith("-XX:ArchiveClassesAtExit=")]
+        first = topo.nodes_of(node.role)[0]
+        assert bool(recording) == (node.name == first.name), node.name
+        assert env["BOOKIE_EXTRA_OPTS"] == env["PULSAR_EXTRA_OPTS"]
+
+
+def test_without_class_sharing_nothing_changes(dist: Distribution, tmp_path: Path) -> None:
+    topo = load("smoke").model_copy(deep=True)
+    topo.jvm.class_sharing = False
+    cluster = LocalCluster(topo, tmp_path / "state", dist)
+    for node in topo.nodes:
+        env = cluster._env(node, node.role.value)
+        assert Path(env["PULSAR_LOG_CONF"]) == cluster.dirs(node).conf / "log4j2.yaml"
+        assert not [o for o in opts(env) if o.startswith("-XX:") and "Archive" in o]
+    assert cluster._recording(Role.ZOOKEEPER.value, topo.nodes_of(Role.ZOOKEEPER)[0]) is None
