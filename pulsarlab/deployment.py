@@ -119,6 +119,7 @@ class Deployment(Protocol):
     def up(
         self, check: Callable[[Deployment], None] | None = None, seed: Callable[[Deployment], None] | None = None,
         before_brokers: Callable[[Deployment], None] | None = None,
+        brokers_ready: Callable[[Deployment], None] | None = None,
     ) -> UpResult: ...
 
     def down(self, keep_data: bool = False) -> list[str]: ...

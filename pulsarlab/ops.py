@@ -117,8 +117,20 @@ def up(
     say(f"Pulsar {resolved.version} from {resolved.home} (Java {resolved.java.major})")
     cluster = new_deployment(topo, state_dir, runtime, say, dist=resolved, **options)
     # the rack map goes into the metadata store before any broker starts, so every broker starts
-    # knowing its region (none needs a restart) and all of them start at once; configure follows
-    return cluster.up(check=e2e_and_configure, before_brokers=seed_racks), cluster
+    # knowing its region (none needs a restart) and all of them start at once; configure runs as
+    # soon as they are ready (the bookies may still be starting), the first message once all are
+    configured: list[bool] = []
+
+    def configure_early(c: Deployment) -> None:
+        configure_cluster(c, say=c.say)
+        configured.append(True)
+
+    def check(c: Deployment) -> None:
+        if not configured:
+            configure_cluster(c, say=c.say)
+        e2e_check(c)
+
+    return cluster.up(check=check, before_brokers=seed_racks, brokers_ready=configure_early), cluster
 
 
 def seed_racks(cluster: Deployment) -> None:
@@ -134,12 +146,6 @@ def load_topology(topology: str, secure: bool = False) -> Topology:
     if secure and topo.security is None:
         topo.security = Security()
     return topo
-
-
-def e2e_and_configure(cluster: Deployment) -> None:
-    """A fresh cluster gets the topology's desired state, then passes a real produce-and-consume."""
-    configure_cluster(cluster, say=cluster.say)
-    e2e_check(cluster)
 
 
 def configure_cluster(cluster: Deployment, dry_run: bool = False, say: Say = _quiet) -> Report:

@@ -227,7 +227,8 @@ class NodeRuntime(abc.ABC):
 
     # ----- starting ----------------------------------------------------------------------------
     def start_nodes(self, nodes: list[Node], seed: Callable[[NodeRuntime], None] | None = None,
-                    before_brokers: Callable[[NodeRuntime], None] | None = None) -> None:
+                    before_brokers: Callable[[NodeRuntime], None] | None = None,
+                    brokers_ready: Callable[[NodeRuntime], None] | None = None) -> None:
         """Start the nodes, each as soon as what it needs is there.
 
         ZooKeeper first, the metadata initialisation alongside it (its client waits for the
@@ -235,9 +236,11 @@ class NodeRuntime(abc.ABC):
         the brokers, which need no bookie to start; meanwhile the bookies. On a cluster whose
         metadata was just created one bookie per cluster starts before the others: bookies that
         start together on an empty cluster race to create the auto-recovery layout znode and the
-        losers exit (``BadVersion for /ledgers/underreplication/LAYOUT``). With ``seed``, the
-        brokers wait for the bookies, one broker per cluster starts, ``seed`` runs against it, then
-        the other brokers start."""
+        losers exit (``BadVersion for /ledgers/underreplication/LAYOUT``). ``brokers_ready`` runs
+        once the brokers that started with the bookies are ready, while the bookies may still be
+        starting (configure needs no bookie). With ``seed``, the brokers
+        wait for the bookies, one broker per cluster starts, ``seed`` runs against it, then the
+        other brokers start."""
         zookeepers, bookies, brokers = ([n for n in nodes if n.role == r] for r in TIERS)
         fresh: set[str] = set()
         if zookeepers:
@@ -254,7 +257,12 @@ class NodeRuntime(abc.ABC):
                 self._start_tier(first)
                 rest = [n for n in bookies if n not in first]
             self._spawn(rest)
-            self._wait_ready(rest + early)
+            with ThreadPoolExecutor(max_workers=1) as side:
+                bookies_ready = side.submit(self._wait_ready, rest)
+                self._wait_ready(early)
+                if early and brokers_ready is not None:
+                    brokers_ready(self)
+                bookies_ready.result()
             for c in dict.fromkeys(n.cluster for n in bookies):
                 self.wait_writable_bookies(c)
             brokers = [n for n in brokers if n not in early]
@@ -358,10 +366,12 @@ class NodeRuntime(abc.ABC):
     def up(
         self, check: Callable[[NodeRuntime], None] | None = None, seed: Callable[[NodeRuntime], None] | None = None,
         before_brokers: Callable[[NodeRuntime], None] | None = None,
+        brokers_ready: Callable[[NodeRuntime], None] | None = None,
     ) -> UpResult:
         """Bring every node up and ready; safe to re-run. ``check`` runs once all nodes are ready;
         ``seed`` once the first broker of each cluster is; ``before_brokers`` before any broker
-        starts (see :meth:`start_nodes`)."""
+        starts; ``brokers_ready`` once the brokers are, if they started with the bookies (see
+        :meth:`start_nodes`)."""
         t0 = time.monotonic()
         previous = ClusterState.load(self.state_dir)
         if previous is not None:
@@ -390,7 +400,7 @@ class NodeRuntime(abc.ABC):
         self.state.save(self.state_dir)
         started = [n.name for n in missing]
         try:
-            self.start_nodes(missing, seed, before_brokers)
+            self.start_nodes(missing, seed, before_brokers, brokers_ready)
             if check is not None:
                 check(self)
         except BaseException:

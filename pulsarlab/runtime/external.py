@@ -89,5 +89,5 @@ class ExternalCluster(NodeRuntime):
     def wipe_node(self, node: Node) -> None:
         raise self._refuse(f"remove {node.name}'s data")
 
-    def up(self, check=None, seed=None, before_brokers=None):
+    def up(self, check=None, seed=None, before_brokers=None, brokers_ready=None):
         raise self._refuse("bring it up")
