@@ -68,10 +68,19 @@ def render_topology(
     topology: str, out_dir: Path, runtime: str = "local", dist: str | None = None, image: str | None = None,
     secure: bool = False,
 ) -> list[Path]:
-    _runtime_options(runtime, image)
-    topo = load_topology(topology, secure)
+    """Every node's configuration, for ``runtime``: local or docker (paths as that runtime runs
+    them; docker adds the compose file), or ansible (an inventory and each host's files)."""
+    if runtime != "ansible":
+        _runtime_options(runtime, image)
+    elif image is not None:
+        raise UsageError("--image is for the docker runtime (asked for ansible)")
+    topo = load_topology(topology, secure, loopback=runtime != "ansible")  # Ansible's hosts are real machines
     resolved = distribution.resolve(dist) if dist else None
     base = resolved.conf if resolved else None
+    if runtime == "ansible":
+        from pulsarlab.ansible.inventory import render_ansible
+
+        return render_ansible(topo, out_dir, resolved.version if resolved else distribution.DEFAULT_VERSION, base)
     if runtime == "docker":  # the nodes' configuration with container paths, plus the compose file
         from pulsarlab.runtime.docker.compose import render_compose
         from pulsarlab.runtime.docker.image import default_tag
@@ -139,10 +148,10 @@ def seed_racks(cluster: Deployment) -> None:
         racks.write_rack_maps(cluster)
 
 
-def load_topology(topology: str, secure: bool = False) -> Topology:
+def load_topology(topology: str, secure: bool = False, loopback: bool = True) -> Topology:
     """A topology by name or file; with ``secure``, the secure profile on (its defaults unless the
-    topology has a ``security:`` section of its own)."""
-    topo = load(topology)
+    topology has a ``security:`` section of its own); ``loopback=False`` for real hosts' addresses."""
+    topo = load(topology, loopback)
     if secure and topo.security is None:
         topo.security = Security()
     return topo
