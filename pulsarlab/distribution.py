@@ -122,6 +122,11 @@ def maven_repo() -> Path:
     return Path(os.environ.get("PULSARLAB_MAVEN_REPO", Path.home() / ".m2" / "repository"))
 
 
+def maven_tarball(version: str) -> Path:
+    """Where Maven keeps the distribution's tarball once downloaded (the local artifact cache)."""
+    return maven_repo() / GROUP.replace(".", "/") / ARTIFACT / version / f"{ARTIFACT}-{version}-bin.tar.gz"
+
+
 def downloaded_bytes(tarball: Path) -> int:
     """Bytes of ``tarball`` on disk so far: Maven's resolver writes ``<name>.part`` beside it and
     renames it at the end, so the file growing in the local repository is the download itself."""
@@ -169,7 +174,7 @@ def _maven_download(version: str, progress: Reporter = NO_PROGRESS) -> Path:
     coords = f"{GROUP}:{ARTIFACT}:{version}:tar.gz:bin"
     cmd = [mvn, "-B", "-q", "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:get",
            "-Dtransitive=false", f"-Dartifact={coords}"]
-    tarball = maven_repo() / GROUP.replace(".", "/") / ARTIFACT / version / f"{ARTIFACT}-{version}-bin.tar.gz"
+    tarball = maven_tarball(version)
     with watching_download(tarball, progress):
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0 or not tarball.is_file():

@@ -75,12 +75,14 @@ def render_topology(
     elif image is not None:
         raise UsageError("--image is for the docker runtime (asked for ansible)")
     topo = load_topology(topology, secure, loopback=runtime != "ansible")  # Ansible's hosts are real machines
-    resolved = distribution.resolve(dist) if dist else None
+    # hosts get every shipped default too (the distribution's conf/ as the base), from the distribution they install
+    resolved = distribution.resolve(dist) if dist or runtime == "ansible" else None
     base = resolved.conf if resolved else None
     if runtime == "ansible":
         from pulsarlab.ansible.inventory import render_ansible
 
-        return render_ansible(topo, out_dir, resolved.version if resolved else distribution.DEFAULT_VERSION, base)
+        artifact = Path(dist).expanduser().resolve() if dist and Path(dist).is_file() else None
+        return render_ansible(topo, out_dir, resolved.version, base, artifact)
     if runtime == "docker":  # the nodes' configuration with container paths, plus the compose file
         from pulsarlab.runtime.docker.compose import render_compose
         from pulsarlab.runtime.docker.image import default_tag

@@ -11,9 +11,11 @@ from pathlib import Path, PurePosixPath
 
 import yaml
 
+from pulsarlab import distribution
+from pulsarlab.admin.commands import metadata_init_script, rack_document
 from pulsarlab.errors import TopologyError
 from pulsarlab.render import node_dirs, render_node
-from pulsarlab.runtime.jvm import jvm_env
+from pulsarlab.runtime.jvm import pulsar_env
 from pulsarlab.topology import Role, Topology, load
 from pulsarlab.topology.model import DEFAULT_PORTS
 
@@ -40,7 +42,7 @@ def host_vars(topo: Topology, name: str) -> dict[str, object]:
         "pulsar_address": topo.address_of(node),
         "pulsar_ports": {kind: node.port(kind) for kind in _port_kinds(node.role)},
         "pulsar_node_dir": str(dirs.root),
-        "pulsar_env": jvm_env(topo, node),
+        "pulsar_env": pulsar_env(topo, node, dirs),
     }
 
 
@@ -63,23 +65,33 @@ def inventory(topo: Topology) -> dict[str, object]:
     return {"all": {"vars": {"pulsar_topology": topo.name}, "children": children}}
 
 
-def group_vars(topo: Topology, version: str) -> dict[str, object]:
+def group_vars(topo: Topology, version: str, artifact: Path | None = None) -> dict[str, object]:
+    """What every play shares: the distribution (``pulsar_artifact``: the tarball on the controller,
+    from the local Maven repository pulsarlab downloads into, for sites without internet), each
+    cluster's metadata initialisation (skipped when done) and rack map (what Pulsar stores)."""
     return {
         "pulsar_version": version,
+        "pulsar_artifact": str(artifact or distribution.maven_tarball(version)),
         "pulsar_install_dir": str(INSTALL_DIR),
         "pulsar_home": str(INSTALL_DIR / f"apache-pulsar-{version}"),
         "pulsar_host_base": str(HOST_BASE),
         "pulsar_clusters": [c.name for c in topo.clusters],
+        "pulsar_zookeeper_connect": topo.zookeeper_connect(),
+        "pulsar_metadata_init": {c.name: metadata_init_script(topo, c.name) for c in topo.clusters},
+        "pulsar_racks": [{"path": f"{c.metadata_root}/bookies", "doc": rack_document(topo, c.name)}
+                         for c in topo.clusters if rack_document(topo, c.name)],
     }
 
 
-def render_ansible(topo: Topology, out: Path, version: str, base_conf: Path | None = None) -> list[Path]:
+def render_ansible(topo: Topology, out: Path, version: str, base_conf: Path | None = None,
+                   artifact: Path | None = None) -> list[Path]:
     """Write ``inventory.yml``, ``group_vars/all.yml``, each host's configuration under
-    ``host_files/<node>/`` (paths as on the host, below ``pulsar_node_dir``) and the topology."""
+    ``host_files/<node>/`` (paths as on the host, below ``pulsar_node_dir``) and the topology;
+    ``artifact``: the distribution's tarball the hosts install (default: Maven's copy)."""
     out.mkdir(parents=True, exist_ok=True)
     written = [
         _write(out / "inventory.yml", yaml.safe_dump(inventory(topo), sort_keys=False)),
-        _write(out / "group_vars" / "all.yml", yaml.safe_dump(group_vars(topo, version), sort_keys=False)),
+        _write(out / "group_vars" / "all.yml", yaml.safe_dump(group_vars(topo, version, artifact), sort_keys=False)),
     ]
     for node in topo.nodes:
         dirs = node_dirs(Path(str(HOST_BASE)), node)

@@ -15,9 +15,27 @@ from pulsarlab.topology import BUILTIN_DIR, load
 runner = CliRunner()
 
 
+def fake_distribution(tmp_path: Path) -> Path:
+    """A folder laid out like a server distribution (what ``verify_tree`` checks), each shipped
+    configuration with one default of its own, so that the test needs no download."""
+    home = tmp_path / "apache-pulsar-9.9.9"
+    for name in ("bin/pulsar", "bin/pulsar-perf", "lib/org.apache.pulsar-pulsar-broker-9.9.9.jar",
+                 "lib/org.apache.bookkeeper-bookkeeper-server-1.jar", "lib/org.apache.zookeeper-zookeeper-1.jar"):
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text("")
+    for conf in ("broker.conf", "bookkeeper.conf", "zookeeper.conf"):
+        (home / "conf").mkdir(exist_ok=True)
+        (home / "conf" / conf).write_text(f"shippedDefault={conf}\n")
+    return home
+
+
 def render_ansible(tmp_path: Path, topology: str = "sync") -> Path:
     out = tmp_path / "ansible"
-    result = runner.invoke(app, ["render", "--topology", topology, "--runtime", "ansible", "--out", str(out)])
+    dist = tmp_path / "apache-pulsar-9.9.9"
+    if not dist.is_dir():
+        fake_distribution(tmp_path)
+    result = runner.invoke(app, ["render", "--topology", topology, "--runtime", "ansible", "--out", str(out),
+                                 "--distribution", str(dist)])
     assert result.exit_code == 0, result.output
     return out
 
@@ -44,15 +62,21 @@ def test_each_host_gets_the_same_configuration_as_every_runtime(tmp_path: Path) 
     topo = load("sync")
     out = render_ansible(tmp_path)
     local = tmp_path / "local"
-    render(topo, local)
+    render(topo, local, tmp_path / "apache-pulsar-9.9.9" / "conf")
     for node in topo.nodes:
         for f in (local / "nodes" / node.name / "conf").iterdir():
             expected = f.read_text().replace(str(local / "nodes"), "/var/lib/pulsarlab/nodes")
             assert (out / "host_files" / node.name / "conf" / f.name).read_text() == expected, (node.name, f.name)
     conf = (out / "host_files" / "bk1-eu" / "conf" / "bookkeeper.conf").read_text()
     assert "advertisedAddress=127.0.1.2" in conf and "/var/lib/pulsarlab/nodes/bk1-eu/data" in conf
+    assert "shippedDefault=bookkeeper.conf" in conf  # the distribution's own defaults kept
     group_vars = yaml.safe_load((out / "group_vars" / "all.yml").read_text())
-    assert group_vars["pulsar_home"] == f"/opt/pulsar/apache-pulsar-{group_vars['pulsar_version']}"
+    assert group_vars["pulsar_home"] == "/opt/pulsar/apache-pulsar-9.9.9"
+    assert group_vars["pulsar_artifact"].endswith("pulsar-server-distribution-9.9.9-bin.tar.gz")
+    assert group_vars["pulsar_metadata_init"]["mycluster"].count("initialize-cluster-metadata") == 1
+    racks = {bookie: where["rack"] for doc in group_vars["pulsar_racks"] for group in doc["doc"].values()
+             for bookie, where in group.items()}
+    assert racks["127.0.1.2:3181"] == "eu/1" and racks["127.0.2.2:3181"] == "us/1"
 
 
 def hosts_file(tmp_path: Path, **changes: str) -> Path:
