@@ -58,6 +58,11 @@ def inventory(topo: Topology) -> dict[str, object]:
         nodes = topo.nodes_of(role)
         if nodes:
             children[group] = {"hosts": {n.name: host_vars(topo, n.name) for n in nodes}}
+    # the first bookie of each cluster starts alone: it lays out the auto-recovery metadata, which
+    # bookies starting together race to create (one of them exits with BadVersion)
+    first = [bk[0].name for c in topo.clusters if (bk := [n for n in topo.nodes_of(Role.BOOKIE) if n.cluster == c.name])]
+    if first:
+        children["bookies_first"] = {"hosts": dict.fromkeys(first)}
     for c in topo.clusters:
         children[group_name("cluster", c.name)] = {"hosts": {n.name: None for n in topo.nodes if n.cluster == c.name}}
     for r in topo.regions:

@@ -46,6 +46,7 @@ def test_inventory_groups_hosts_by_role_cluster_and_region(tmp_path: Path) -> No
     assert set(inv["zookeeper"]["hosts"]) == {"zk"}
     assert set(inv["bookies"]["hosts"]) == {"bk1-eu", "bk2-eu", "bk1-us", "bk2-us"}
     assert set(inv["brokers"]["hosts"]) == {"pulsar1-eu", "pulsar2-eu", "pulsar1-us", "pulsar2-us"}
+    assert set(inv["bookies_first"]["hosts"]) == {"bk1-eu"}  # one cluster: one bookie starts alone
     assert set(inv["region_us"]["hosts"]) == {n.name for n in topo.nodes if n.region == "us"}
     assert set(inv["cluster_mycluster"]["hosts"]) == {n.name for n in topo.nodes if n.cluster == "mycluster"}
     for group in ("zookeeper", "bookies", "brokers"):
