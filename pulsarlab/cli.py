@@ -52,7 +52,7 @@ ImageOpt = Annotated[
 def render_cmd(
     topology: TopologyOpt,
     out_dir: Annotated[Path, typer.Option("--out", help="folder to write into")],
-    runtime: Annotated[str, typer.Option(help="local or docker")] = "local",
+    runtime: Annotated[str, typer.Option(help="local, docker, or ansible (an inventory and each host's files)")] = "local",
     distribution: Annotated[str | None, typer.Option(help="start from this distribution's conf/")] = None,
     image: ImageOpt = None,
     secure: Annotated[bool, typer.Option("--secure", help="with the secure profile (keys are made by 'up')")] = False,
@@ -294,6 +294,33 @@ def inspect_replication(
         err.print("no replicated topic yet", highlight=False)
     if any(not d.connected for d in report.directions):
         raise typer.Exit(4)
+
+
+inventory_app = typer.Typer(no_args_is_help=True, help="Hosts for Ansible: a topology whose nodes name their addresses.")
+app.add_typer(inventory_app, name="inventory")
+
+
+@inventory_app.command("validate")
+@reported
+def inventory_validate(
+    file: Annotated[Path, typer.Argument(help="a topology YAML whose nodes each have an address")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Check a hosts file with the topology model and what real hosts need (an address each, not
+    loopback, no two nodes on one address and port). Exit code: 0 valid, 1 not (each problem on a line)."""
+    from pulsarlab.ansible.inventory import validate_hosts
+
+    result = validate_hosts(file)
+    if json_out:
+        print(json.dumps({"valid": result.ok, "problems": result.problems,
+                          "summary": result.summary() if result.ok else None}))
+    elif result.ok:
+        out.print(f"{file}: valid: {result.summary()}")
+    else:
+        for problem in result.problems:
+            print(f"{file}: {problem}", file=sys.stderr)
+    if not result.ok:
+        raise typer.Exit(1)
 
 
 image_app = typer.Typer(no_args_is_help=True, help="Pulsar container images, built without any registry.")

@@ -68,10 +68,19 @@ def render_topology(
     topology: str, out_dir: Path, runtime: str = "local", dist: str | None = None, image: str | None = None,
     secure: bool = False,
 ) -> list[Path]:
-    _runtime_options(runtime, image)
+    """Every node's configuration, for ``runtime``: local or docker (paths as that runtime runs
+    them; docker adds the compose file), or ansible (an inventory and each host's files)."""
+    if runtime != "ansible":
+        _runtime_options(runtime, image)
+    elif image is not None:
+        raise UsageError("--image is for the docker runtime (asked for ansible)")
     topo = load_topology(topology, secure)
     resolved = distribution.resolve(dist) if dist else None
     base = resolved.conf if resolved else None
+    if runtime == "ansible":
+        from pulsarlab.ansible.inventory import render_ansible
+
+        return render_ansible(topo, out_dir, resolved.version if resolved else distribution.DEFAULT_VERSION, base)
     if runtime == "docker":  # the nodes' configuration with container paths, plus the compose file
         from pulsarlab.runtime.docker.compose import render_compose
         from pulsarlab.runtime.docker.image import default_tag

@@ -44,8 +44,8 @@ __all__ = [
 ]
 
 
-def load(ref: str) -> Topology:
-    """Load a topology by built-in name or from a YAML file path."""
+def load(ref: str, loopback: bool = True) -> Topology:
+    """Load a topology by built-in name or from a YAML file path (``loopback``: see :func:`parse`)."""
     if ref in BUILTINS:
         path = BUILTIN_DIR / f"{ref}.yaml"
     else:
@@ -58,7 +58,7 @@ def load(ref: str) -> Topology:
         raise TopologyError("topology", f"{path} is not valid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise TopologyError("<root>", f"{path} must hold a mapping")
-    return parse(data)
+    return parse(data, loopback)
 
 
 def builtin_descriptions() -> dict[str, str]:

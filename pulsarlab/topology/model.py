@@ -223,15 +223,16 @@ class Topology(_Strict):
         return out
 
 
-def parse(data: dict) -> Topology:
-    """Build and validate a topology from plain data (a parsed YAML file)."""
+def parse(data: dict, loopback: bool = True) -> Topology:
+    """Build and validate a topology from plain data (a parsed YAML file); ``loopback=False`` for
+    nodes on hosts of their own (an Ansible inventory), whose addresses are not this machine's."""
     try:
         topo = Topology.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "<root>"
         raise TopologyError(field, err["msg"]) from None
-    validate(topo)
+    validate(topo, loopback)
     return topo
 
 
@@ -284,8 +285,9 @@ def _dupes(names: list[str]) -> list[str]:
     return [n for n, c in Counter(names).items() if c > 1]
 
 
-def validate(t: Topology) -> None:  # noqa: C901 - one rule after another reads best as a list
-    """Check every cross-field rule; raise TopologyError on the first violation."""
+def validate(t: Topology, loopback: bool = True) -> None:  # noqa: C901 - one rule after another reads best as a list
+    """Check every cross-field rule; raise TopologyError on the first violation. ``loopback``:
+    every node on 127.0.0.0/8 (one machine's runtimes)."""
     for field, names in (
         ("regions", t.regions),
         ("nodes", [n.name for n in t.nodes]),
@@ -326,7 +328,7 @@ def validate(t: Topology) -> None:  # noqa: C901 - one rule after another reads 
             ip = ipaddress.ip_address(t.address_of(n))
         except ValueError:
             raise TopologyError(f"{f}.address", f"not an IP address: {n.address!r}") from None
-        if not ip.is_loopback:
+        if loopback and not ip.is_loopback:
             raise TopologyError(f"{f}.address", f"{ip} is not a loopback address; nodes run on 127.0.0.0/8")
         if n.rack is not None and n.role == Role.ZOOKEEPER:
             raise TopologyError(f"{f}.rack", "racks apply to bookies and brokers only")

@@ -1,0 +1,1 @@
+"""Ansible: the inventory and each host's configuration files a topology makes."""

@@ -1,0 +1,133 @@
+"""A topology as an Ansible inventory: hosts in groups ``zookeeper``, ``bookies`` and ``brokers``
+(plus ``cluster_<name>`` and ``region_<name>``), each with its cluster, region, rack and address,
+and every node's configuration rendered from the same templates as every other runtime."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from ipaddress import ip_address
+from pathlib import Path, PurePosixPath
+
+import yaml
+
+from pulsarlab.errors import TopologyError
+from pulsarlab.render import node_dirs, render_node
+from pulsarlab.runtime.jvm import jvm_env
+from pulsarlab.topology import Role, Topology, load
+from pulsarlab.topology.model import DEFAULT_PORTS
+
+ROLE_GROUP = {Role.ZOOKEEPER: "zookeeper", Role.BOOKIE: "bookies", Role.BROKER: "brokers"}
+HOST_BASE = PurePosixPath("/var/lib/pulsarlab")  # nodes/<node>/{conf,data,logs} on each host
+INSTALL_DIR = PurePosixPath("/opt/pulsar")
+GROUP_NAME = re.compile(r"[^A-Za-z0-9_]")
+
+
+def group_name(prefix: str, name: str) -> str:
+    """An Ansible group name (letters, digits, underscores) for a cluster or region."""
+    return f"{prefix}_{GROUP_NAME.sub('_', name)}"
+
+
+def host_vars(topo: Topology, name: str) -> dict[str, object]:
+    node = topo.node(name)
+    dirs = node_dirs(Path(str(HOST_BASE)), node)
+    return {
+        "ansible_host": topo.address_of(node),
+        "pulsar_role": node.role.value,
+        "pulsar_cluster": node.cluster,
+        "pulsar_region": node.region,
+        "pulsar_rack": topo.rack_of(node),
+        "pulsar_address": topo.address_of(node),
+        "pulsar_ports": {kind: node.port(kind) for kind in _port_kinds(node.role)},
+        "pulsar_node_dir": str(dirs.root),
+        "pulsar_env": jvm_env(topo, node),
+    }
+
+
+def _port_kinds(role: Role) -> list[str]:
+    return sorted(DEFAULT_PORTS[role.value])
+
+
+def inventory(topo: Topology) -> dict[str, object]:
+    """The YAML inventory: role groups hold the hosts and their variables; cluster and region
+    groups list the same hosts by name."""
+    children: dict[str, object] = {}
+    for role, group in ROLE_GROUP.items():
+        nodes = topo.nodes_of(role)
+        if nodes:
+            children[group] = {"hosts": {n.name: host_vars(topo, n.name) for n in nodes}}
+    for c in topo.clusters:
+        children[group_name("cluster", c.name)] = {"hosts": {n.name: None for n in topo.nodes if n.cluster == c.name}}
+    for r in topo.regions:
+        children[group_name("region", r)] = {"hosts": {n.name: None for n in topo.nodes if n.region == r}}
+    return {"all": {"vars": {"pulsar_topology": topo.name}, "children": children}}
+
+
+def group_vars(topo: Topology, version: str) -> dict[str, object]:
+    return {
+        "pulsar_version": version,
+        "pulsar_install_dir": str(INSTALL_DIR),
+        "pulsar_home": str(INSTALL_DIR / f"apache-pulsar-{version}"),
+        "pulsar_host_base": str(HOST_BASE),
+        "pulsar_clusters": [c.name for c in topo.clusters],
+    }
+
+
+def render_ansible(topo: Topology, out: Path, version: str, base_conf: Path | None = None) -> list[Path]:
+    """Write ``inventory.yml``, ``group_vars/all.yml``, each host's configuration under
+    ``host_files/<node>/`` (paths as on the host, below ``pulsar_node_dir``) and the topology."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = [
+        _write(out / "inventory.yml", yaml.safe_dump(inventory(topo), sort_keys=False)),
+        _write(out / "group_vars" / "all.yml", yaml.safe_dump(group_vars(topo, version), sort_keys=False)),
+    ]
+    for node in topo.nodes:
+        dirs = node_dirs(Path(str(HOST_BASE)), node)
+        for path, text in render_node(topo, node, dirs, base_conf).items():
+            written.append(_write(out / "host_files" / node.name / path.relative_to(dirs.root), text))
+    written.append(_write(out / "topology.yaml", yaml.safe_dump(topo.model_dump(mode="json"), sort_keys=False)))
+    return written
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@dataclass
+class Validation:
+    topology: Topology
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> str:
+        topo = self.topology
+        counts = ", ".join(f"{g} {len(topo.nodes_of(r))}" for r, g in ROLE_GROUP.items())
+        clusters = ", ".join(c.name for c in topo.clusters)
+        return f"{len(topo.nodes)} hosts ({counts}); regions {', '.join(topo.regions)}; clusters {clusters}"
+
+
+def validate_hosts(path: Path) -> Validation:
+    """A user's own hosts, as a topology file whose nodes name their addresses: the topology
+    model's checks (roles, regions, racks, quorums, two nodes on one address and port), then what
+    real hosts need: every node an explicit, non-loopback address."""
+    try:
+        topo = load(str(path), loopback=False)
+    except TopologyError as exc:
+        return Validation(Topology.model_construct(name=str(path), regions=[], nodes=[], clusters=[]), [str(exc)])
+    problems = []
+    for node in topo.nodes:
+        if not node.address:
+            problems.append(f"{node.name}: no address (a host needs its own, e.g. address: 10.0.1.5)")
+            continue
+        try:
+            addr = ip_address(node.address)
+        except ValueError:
+            addr = None
+        if addr is not None and addr.is_loopback:
+            problems.append(f"{node.name}: {node.address} is a loopback address, not a host's")
+    return Validation(topo, problems)

@@ -1,0 +1,99 @@
+"""`render --runtime ansible` (inventory, group vars, each host's files) and `inventory validate`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from typer.testing import CliRunner
+
+from pulsarlab.cli import app
+from pulsarlab.render import render
+from pulsarlab.topology import BUILTIN_DIR, load
+
+runner = CliRunner()
+
+
+def render_ansible(tmp_path: Path, topology: str = "sync") -> Path:
+    out = tmp_path / "ansible"
+    result = runner.invoke(app, ["render", "--topology", topology, "--runtime", "ansible", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_inventory_groups_hosts_by_role_cluster_and_region(tmp_path: Path) -> None:
+    topo = load("sync")
+    inv = yaml.safe_load((render_ansible(tmp_path) / "inventory.yml").read_text())["all"]["children"]
+    assert set(inv["zookeeper"]["hosts"]) == {"zk"}
+    assert set(inv["bookies"]["hosts"]) == {"bk1-eu", "bk2-eu", "bk1-us", "bk2-us"}
+    assert set(inv["brokers"]["hosts"]) == {"pulsar1-eu", "pulsar2-eu", "pulsar1-us", "pulsar2-us"}
+    assert set(inv["region_us"]["hosts"]) == {n.name for n in topo.nodes if n.region == "us"}
+    assert set(inv["cluster_mycluster"]["hosts"]) == {n.name for n in topo.nodes if n.cluster == "mycluster"}
+    for group in ("zookeeper", "bookies", "brokers"):
+        for name, hv in inv[group]["hosts"].items():
+            node = topo.node(name)
+            assert hv["ansible_host"] == hv["pulsar_address"] == topo.address_of(node)
+            where = (hv["pulsar_region"], hv["pulsar_rack"], hv["pulsar_cluster"])
+            assert where == (node.region, topo.rack_of(node), node.cluster)
+            assert hv["pulsar_role"] == node.role.value
+
+
+def test_each_host_gets_the_same_configuration_as_every_runtime(tmp_path: Path) -> None:
+    """One set of templates: a host's files are the local runtime's, with the host's paths."""
+    topo = load("sync")
+    out = render_ansible(tmp_path)
+    local = tmp_path / "local"
+    render(topo, local)
+    for node in topo.nodes:
+        for f in (local / "nodes" / node.name / "conf").iterdir():
+            expected = f.read_text().replace(str(local / "nodes"), "/var/lib/pulsarlab/nodes")
+            assert (out / "host_files" / node.name / "conf" / f.name).read_text() == expected, (node.name, f.name)
+    conf = (out / "host_files" / "bk1-eu" / "conf" / "bookkeeper.conf").read_text()
+    assert "advertisedAddress=127.0.1.2" in conf and "/var/lib/pulsarlab/nodes/bk1-eu/data" in conf
+    group_vars = yaml.safe_load((out / "group_vars" / "all.yml").read_text())
+    assert group_vars["pulsar_home"] == f"/opt/pulsar/apache-pulsar-{group_vars['pulsar_version']}"
+
+
+def hosts_file(tmp_path: Path, **changes: str) -> Path:
+    data = yaml.safe_load((BUILTIN_DIR / "sync.yaml").read_text())
+    for i, node in enumerate(data["nodes"]):
+        node["address"] = changes.get(node["name"], f"10.0.{1 + i // 5}.{10 + i}")
+    path = tmp_path / f"hosts-{len(list(tmp_path.glob('hosts-*')))}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_validate_accepts_hosts_with_their_own_addresses(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["inventory", "validate", str(hosts_file(tmp_path)), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["valid"] and doc["problems"] == []
+    assert doc["summary"].startswith("9 hosts (zookeeper 1, bookies 4, brokers 4)")
+
+
+def test_validate_names_every_problem_and_exits_1(tmp_path: Path) -> None:
+    path = hosts_file(tmp_path, **{"bk1-eu": "127.0.0.5", "bk2-us": "127.0.0.6"})
+    result = runner.invoke(app, ["inventory", "validate", str(path)])
+    assert result.exit_code == 1
+    assert "bk1-eu: 127.0.0.5 is a loopback address" in result.stderr
+    assert "bk2-us: 127.0.0.6 is a loopback address" in result.stderr
+
+    clashing = hosts_file(tmp_path, **{"bk2-eu": "10.9.9.9", "bk1-us": "10.9.9.9"})
+    clash = runner.invoke(app, ["inventory", "validate", str(clashing)])
+    assert clash.exit_code == 1 and "10.9.9.9:3181 clashes with node bk2-eu" in clash.stderr
+
+    builtin = runner.invoke(app, ["inventory", "validate", str(BUILTIN_DIR / "smoke.yaml")])
+    assert builtin.exit_code == 1
+    assert builtin.stderr.count("no address") == 5
+
+
+def test_validate_reports_an_invalid_topology_in_one_line(tmp_path: Path) -> None:
+    data = yaml.safe_load(hosts_file(tmp_path).read_text())
+    data["clusters"][0]["persistence"] = {"ensemble": 2, "write_quorum": 3, "ack_quorum": 2}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    result = runner.invoke(app, ["inventory", "validate", str(bad)])
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "write_quorum" in lines[0]
