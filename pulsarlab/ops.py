@@ -74,7 +74,7 @@ def render_topology(
         _runtime_options(runtime, image)
     elif image is not None:
         raise UsageError("--image is for the docker runtime (asked for ansible)")
-    topo = load_topology(topology, secure)
+    topo = load_topology(topology, secure, loopback=runtime != "ansible")
     resolved = distribution.resolve(dist) if dist else None
     base = resolved.conf if resolved else None
     if runtime == "ansible":
@@ -148,10 +148,10 @@ def seed_racks(cluster: Deployment) -> None:
         racks.write_rack_maps(cluster)
 
 
-def load_topology(topology: str, secure: bool = False) -> Topology:
+def load_topology(topology: str, secure: bool = False, loopback: bool = True) -> Topology:
     """A topology by name or file; with ``secure``, the secure profile on (its defaults unless the
-    topology has a ``security:`` section of its own)."""
-    topo = load(topology)
+    topology has a ``security:`` section of its own); ``loopback=False``: nodes on hosts of their own."""
+    topo = load(topology, loopback)
     if secure and topo.security is None:
         topo.security = Security()
     return topo

@@ -72,6 +72,16 @@ def test_validate_accepts_hosts_with_their_own_addresses(tmp_path: Path) -> None
     assert doc["summary"].startswith("9 hosts (zookeeper 1, bookies 4, brokers 4)")
 
 
+def test_own_hosts_render_with_their_addresses(tmp_path: Path) -> None:
+    hosts = hosts_file(tmp_path)
+    out = render_ansible(tmp_path, str(hosts))
+    inv = yaml.safe_load((out / "inventory.yml").read_text())["all"]["children"]
+    assert inv["zookeeper"]["hosts"]["zk"]["ansible_host"] == "10.0.1.10"
+    assert "advertisedAddress=10.0.1.11" in (out / "host_files" / "bk1-eu" / "conf" / "bookkeeper.conf").read_text()
+    local = runner.invoke(app, ["render", "--topology", str(hosts), "--out", str(tmp_path / "local")])
+    assert local.exit_code != 0 and "not a loopback address" in local.output  # this machine's runtimes refuse them
+
+
 def test_validate_names_every_problem_and_exits_1(tmp_path: Path) -> None:
     path = hosts_file(tmp_path, **{"bk1-eu": "127.0.0.5", "bk2-us": "127.0.0.6"})
     result = runner.invoke(app, ["inventory", "validate", str(path)])
