@@ -170,9 +170,9 @@ class NodeRuntime(abc.ABC):
     def wait_ready(self, node: Node) -> float:
         probe = self.readiness_probe(node)
         try:
-            secs = wait_for(
+            secs = wait_for(  # polled often: every step of a start waits on one of these
                 node.name, probe, what=probe.description, timeout=timeout(node.role.value),
-                log_file=self.log_file(node.name), alive=lambda: self.alive(node.name),
+                log_file=self.log_file(node.name), alive=lambda: self.alive(node.name), interval=0.25,
             )
         except BaseException:
             self.say.end(node.name, "not ready", ok=False)

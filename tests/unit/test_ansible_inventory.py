@@ -124,8 +124,11 @@ def test_validate_reports_an_invalid_topology_in_one_line(tmp_path: Path) -> Non
     assert len(lines) == 1 and "write_quorum" in lines[0]
 
 
-def test_render_takes_a_users_hosts_with_real_addresses(tmp_path: Path) -> None:
-    out = render_ansible(tmp_path, str(hosts_file(tmp_path)))
+def test_own_hosts_render_with_their_addresses(tmp_path: Path) -> None:
+    hosts = hosts_file(tmp_path)
+    out = render_ansible(tmp_path, str(hosts))
     inv = yaml.safe_load((out / "inventory.yml").read_text())["all"]["children"]
     assert inv["zookeeper"]["hosts"]["zk"]["ansible_host"] == "10.0.1.10"
     assert "advertisedAddress=10.0.1.11" in (out / "host_files" / "bk1-eu" / "conf" / "bookkeeper.conf").read_text()
+    local = runner.invoke(app, ["render", "--topology", str(hosts), "--out", str(tmp_path / "local")])
+    assert local.exit_code != 0 and "not a loopback address" in local.output  # this machine's runtimes refuse them
