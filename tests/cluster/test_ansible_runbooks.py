@@ -1,0 +1,125 @@
+"""The operator runbooks on container hosts: ``sync`` deployed onto nine of ten containers, then
+``add-bookie.yml`` brings in the tenth (a bookie). One deployment for the module (its own: the
+lead may fold it into test_ansible.py's)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import requests
+import yaml
+
+from pulsarlab import ops
+from pulsarlab.topology import Topology, load
+from tests.cluster.ansible_hosts import ContainerHosts, Play, docker
+from tests.topology_files import builtin_at
+
+pytestmark = pytest.mark.cluster
+
+NEW_BOOKIE = {"name": "bk3-eu", "role": "bookie", "cluster": "mycluster", "region": "eu", "rack": "eu/1"}
+
+
+@dataclass
+class Deployed:
+    hosts: ContainerHosts  # all ten containers
+    small: Topology  # what deploy.yml put on nine of them
+    big_ref: str  # the same with NEW_BOOKIE appended
+    render_dir: Path
+    state_dir: Path
+
+    @property
+    def inventory(self) -> Path:
+        return self.render_dir / "inventory.yml"
+
+    def play(self, book: str, *extra: str) -> Play:
+        play = self.hosts.playbook(self.inventory, book, *extra)
+        print(f"{book} {' '.join(extra)}: rc {play.rc} in {play.seconds:.1f}s")
+        return play
+
+    def pids(self) -> dict[str, str]:
+        """Each node's JVM pid in its container ('' when none runs)."""
+        out = {}
+        for n in self.hosts.topo.nodes:
+            proc = docker(self.hosts.docker_host, "exec", self.hosts.name(n.name), "pgrep", "-f", f"[-]Dpulsarlab.node={n.name} ")
+            out[n.name] = proc.stdout.strip()
+        return out
+
+    def bookie_url(self, name: str) -> str:
+        topo = load(self.big_ref)
+        node = topo.node(name)
+        return f"http://{topo.address_of(node)}:{node.port('http')}"
+
+    def broker_url(self, name: str) -> str:
+        topo = load(self.big_ref)
+        node = topo.node(name)
+        return f"http://{topo.address_of(node)}:{node.port('web')}"
+
+    def bookie_id(self, name: str) -> str:
+        topo = load(self.big_ref)
+        node = topo.node(name)
+        return f"{topo.address_of(node)}:{node.port('bookie')}"
+
+
+@pytest.fixture(scope="module")
+def deployed(docker_host: str, cluster_pool, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
+    cluster_pool.close()  # the containers bind the addresses the local clusters use
+    root = tmp_path_factory.mktemp("runbooks")
+    prefix = os.environ.get("PULSARLAB_TEST_ADDRESS_PREFIX", "127.0")
+    small_ref = builtin_at("sync", prefix, root)
+    data = yaml.safe_load(small_ref.read_text())
+    big_ref = root / f"sync-{prefix}-bk3.yaml"  # appended last: every other node keeps its address
+    big_ref.write_text(yaml.safe_dump({**data, "nodes": [*data["nodes"], NEW_BOOKIE]}))
+    render_dir = root / "rendered"
+    ops.render_topology(str(small_ref), render_dir, runtime="ansible")
+    hosts = ContainerHosts(load(str(big_ref)), docker_host, f"pulsarlab-ansible-{prefix.replace('.', '-')}")
+    hosts.start()
+    hosts.connect(render_dir)
+    try:
+        d = Deployed(hosts, load(str(small_ref)), str(big_ref), render_dir, root / "state")
+        play = d.play("deploy.yml")
+        assert play.rc == 0, play.output[-6000:]
+        conf = d.play("configure.yml", "-e", f"pulsarlab_state_dir={d.state_dir}")
+        assert conf.rc == 0, conf.output[-6000:]
+        yield d
+    finally:
+        hosts.remove()
+
+
+def test_add_bookie_registers_it_writable_in_its_rack_and_restarts_nothing_else(deployed: Deployed) -> None:
+    before = deployed.pids()
+    assert before["bk3-eu"] == "" and all(pid for name, pid in before.items() if name != "bk3-eu")
+    ops.render_topology(deployed.big_ref, deployed.render_dir, runtime="ansible")  # the operator's re-render
+    play = deployed.play("add-bookie.yml", "-e", "pulsar_new_bookie=bk3-eu")
+    assert play.rc == 0, play.output[-6000:]
+    recap = play.recap()
+    assert set(recap) == {"localhost", "zk", "bk3-eu"}, recap  # nothing else is even visited
+    assert recap["bk3-eu"]["changed"] > 0 and recap["zk"]["changed"] == 1  # the rack map written once
+    out = play.output
+    assert out.index("PLAY [Write the rack map with the new bookie in it]") < out.index(
+        "PLAY [Start the new bookie and check the cluster lists it writable]")
+
+    after = deployed.pids()
+    assert after["bk3-eu"], "the new bookie does not run"
+    assert {n: p for n, p in after.items() if n != "bk3-eu"} == {n: p for n, p in before.items() if n != "bk3-eu"}
+    writable = requests.get(f"{deployed.bookie_url('bk1-eu')}/api/v1/bookie/list_bookies",
+                            params={"type": "rw", "print_hostnames": "false"}, timeout=10).json()
+    assert deployed.bookie_id("bk3-eu") in writable, writable
+    racks = requests.get(f"{deployed.broker_url('pulsar1-us')}/admin/v2/bookies/racks-info", timeout=10).json()
+    placed = {bid: info["rack"] for group in racks.values() for bid, info in group.items()}
+    assert placed.get(deployed.bookie_id("bk3-eu")) == "eu/1", racks
+
+    again = deployed.play("add-bookie.yml", "-e", "pulsar_new_bookie=bk3-eu")
+    assert again.rc == 0, again.output[-6000:]
+    assert {h: r["changed"] for h, r in again.recap().items()} == {"localhost": 0, "zk": 0, "bk3-eu": 0}
+    assert deployed.pids() == after
+
+
+def test_add_bookie_refuses_a_name_not_in_the_inventory(deployed: Deployed) -> None:
+    play = deployed.play("add-bookie.yml", "-e", "pulsar_new_bookie=bk9-eu")
+    assert play.rc != 0
+    assert "pulsar_new_bookie must name bookies of the inventory" in play.output
+    assert set(play.recap()) == {"localhost"}
