@@ -1,11 +1,14 @@
 """The operator runbooks on container hosts: ``sync`` deployed onto nine of ten containers, then
-``add-bookie.yml`` brings in the tenth (a bookie), and ``region-failover.yml`` refuses to stop the
-ZooKeeper's region and drills the other one under a workload. One deployment for the module (its
-own: the lead may fold it into test_ansible.py's)."""
+``add-bookie.yml`` brings in the tenth (a bookie), ``upgrade.yml`` moves every node onto another
+distribution folder and back, and ``region-failover.yml`` refuses to stop the ZooKeeper's region
+and drills the other one under a workload. One deployment for the module (its own: the lead may
+fold it into test_ansible.py's)."""
 
 from __future__ import annotations
 
 import os
+import re
+import subprocess
 import threading
 import time
 import uuid
@@ -51,6 +54,16 @@ class Deployed:
         for n in self.hosts.topo.nodes:
             proc = docker(self.hosts.docker_host, "exec", self.hosts.name(n.name), "pgrep", "-f", f"[-]Dpulsarlab.node={n.name} ")
             out[n.name] = proc.stdout.strip()
+        return out
+
+    def homes(self) -> dict[str, str]:
+        """The distribution folder each node's JVM runs from (its class path's lib/)."""
+        out = {}
+        for n in self.hosts.topo.nodes:
+            proc = docker(self.hosts.docker_host, "exec", self.hosts.name(n.name), "bash", "-c",
+                          f"tr '\\0' ' ' < /proc/$(pgrep -f -- '[-]Dpulsarlab.node={n.name} ')/cmdline")
+            found = set(re.findall(r"(/opt/pulsar/[^/:]+)/lib/", proc.stdout))
+            out[n.name] = found.pop() if len(found) == 1 else str(sorted(found))
         return out
 
     def bookie_url(self, name: str) -> str:
@@ -128,6 +141,50 @@ def test_add_bookie_refuses_a_name_not_in_the_inventory(deployed: Deployed) -> N
     assert play.rc != 0
     assert "pulsar_new_bookie must name bookies of the inventory" in play.output
     assert set(play.recap()) == {"localhost"}
+
+
+def test_upgrade_moves_every_node_one_at_a_time_and_rollback_moves_it_back(deployed: Deployed, tmp_path: Path) -> None:
+    """The same 4.0.8 build unpacked under another folder name stands in for a new version (one
+    version is at hand): every JVM must end up running from the new folder, each restarted once."""
+    home, artifact = _group_vars(deployed)["pulsar_home"], _group_vars(deployed)["pulsar_artifact"]
+    new_home = f"{home}-next"
+    tarball = _renamed_distribution(Path(artifact), Path(new_home).name, tmp_path)
+    upgrade = ("-e", f"pulsar_home={new_home}", "-e", f"pulsar_artifact={tarball}")
+    before = deployed.pids()
+    play = deployed.play("upgrade.yml", *upgrade)
+    assert play.rc == 0, play.output[-8000:]
+    out = play.output
+    order = [out.index(f"PLAY [{what}]") for what in (
+        "Unpack the new distribution on every host (no restart)", "Upgrade ZooKeeper, one node at a time",
+        "Upgrade the bookies, one at a time, each followed by no under-replicated ledger", "Upgrade the brokers, one at a time")]
+    assert order == sorted(order)
+    upgraded = deployed.pids()
+    assert all(upgraded[n] and upgraded[n] != before[n] for n in before), (before, upgraded)
+    assert deployed.homes() == dict.fromkeys(before, new_home)
+
+    again = deployed.play("upgrade.yml", *upgrade)  # everything on the version: nothing restarts
+    assert again.rc == 0, again.output[-6000:]
+    assert {h: r["changed"] for h, r in again.recap().items()} == {n.name: 0 for n in deployed.hosts.topo.nodes}
+    assert deployed.pids() == upgraded
+
+    back = deployed.play("upgrade.yml")  # rollback: the rendered (old) distribution again
+    assert back.rc == 0, back.output[-8000:]
+    assert deployed.homes() == dict.fromkeys(before, home)
+    assert all(deployed.pids()[n] != upgraded[n] for n in before)
+
+
+def _group_vars(deployed: Deployed) -> dict:
+    return yaml.safe_load((deployed.render_dir / "group_vars" / "all.yml").read_text())
+
+
+def _renamed_distribution(tarball: Path, top: str, folder: Path) -> Path:
+    """``tarball`` repacked (uncompressed) with its top folder named ``top``."""
+    subprocess.run(["tar", "-xzf", str(tarball), "-C", str(folder)], check=True, timeout=300)
+    (src,) = [p for p in folder.iterdir() if p.is_dir()]
+    src.rename(folder / top)
+    out = folder / f"{top}.tar"
+    subprocess.run(["tar", "-cf", str(out), "-C", str(folder), top], check=True, timeout=300)
+    return out
 
 
 def test_region_failover_refuses_to_stop_the_zookeeper_region(deployed: Deployed) -> None:
