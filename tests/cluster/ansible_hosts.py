@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pulsarlab.distribution import DEFAULT_VERSION
-from pulsarlab.runtime.docker import image
+from pulsarlab.runtime.docker import engine, image
 from pulsarlab.topology import Topology
 
 PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
@@ -39,6 +39,15 @@ STOPSIGNAL SIGRTMIN+3
 CMD ["/sbin/init"]
 """
 SYSTEMD_TAG = f"pulsarlab/ansible-host-systemd:{DEFAULT_VERSION}"
+# a new machine: Debian with Python and nothing else (the playbooks install Java from Debian)
+BARE_DOCKERFILE = """\
+FROM {base}
+RUN apt-get update -qq \\
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 \\
+ && apt-get clean && rm -rf /var/lib/apt/lists/*
+CMD ["sleep", "infinity"]
+"""
+BARE_TAG = "pulsarlab/ansible-host-bare:bookworm"
 SYSTEMD_RUN = ["-e", "container=docker", "--tmpfs", "/run", "--tmpfs", "/run/lock", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:ro"]
 RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
@@ -53,6 +62,8 @@ def ensure_host_image(host: str) -> str:
         _build(host, HOST_TAG, DOCKERFILE.format(base=image.ensure_image(host=host).tag))
     if docker(host, "image", "inspect", SYSTEMD_TAG).returncode != 0:
         _build(host, SYSTEMD_TAG, SYSTEMD_DOCKERFILE)
+    if docker(host, "image", "inspect", BARE_TAG).returncode != 0:
+        _build(host, BARE_TAG, BARE_DOCKERFILE.format(base=image.ensure_base(engine.client(host))[0]))
     return HOST_TAG
 
 
@@ -75,10 +86,12 @@ class Play:
 
 
 class ContainerHosts:
-    """One container per node of ``topo``, named ``<prefix>-<node>``; those of ``systemd`` run it."""
+    """One container per node of ``topo``, named ``<prefix>-<node>``; those of ``systemd`` run it,
+    those of ``bare`` have no Java."""
 
-    def __init__(self, topo: Topology, docker_host: str, prefix: str, systemd: frozenset[str] = frozenset()) -> None:
-        self.topo, self.docker_host, self.prefix, self.systemd = topo, docker_host, prefix, systemd
+    def __init__(self, topo: Topology, docker_host: str, prefix: str, systemd: frozenset[str] = frozenset(),
+                 bare: frozenset[str] = frozenset()) -> None:
+        self.topo, self.docker_host, self.prefix, self.systemd, self.bare = topo, docker_host, prefix, systemd, bare
 
     def name(self, node: str) -> str:
         return f"{self.prefix}-{node}"
@@ -89,17 +102,20 @@ class ContainerHosts:
         for n in self.topo.nodes:
             self._run(n.name)
 
-    def _run(self, node: str) -> None:
+    def _run(self, node: str, bare: bool = False) -> None:
         # --init: a JVM that exits is reaped (the daemon script checks its pid); systemd reaps its own
-        how = [*SYSTEMD_RUN, SYSTEMD_TAG] if node in self.systemd else ["--init", HOST_TAG]
+        if node in self.systemd:
+            how = [*SYSTEMD_RUN, SYSTEMD_TAG]
+        else:
+            how = ["--init", BARE_TAG if bare or node in self.bare else HOST_TAG]
         proc = docker(self.docker_host, "run", "-d", "--name", self.name(node), "--network", "host", *how)
         assert proc.returncode == 0, proc.stderr
 
     def replace(self, node: str) -> None:
         """The machine of ``node`` lost (its container removed with everything on it) and a new
-        one in its place: same name and address, nothing installed."""
+        one in its place: same name and address, nothing installed (not even Java)."""
         docker(self.docker_host, "rm", "-f", self.name(node))
-        self._run(node)
+        self._run(node, bare=True)
 
     def remove(self) -> None:
         for n in self.topo.nodes:

@@ -32,6 +32,7 @@ from tests.topology_files import builtin_at
 
 pytestmark = pytest.mark.cluster
 SYSTEMD = frozenset({"bk2-us", "pulsar2-us"})  # hosts with systemd: their nodes run as units
+BARE = frozenset({"zk"})  # a host without Java: deploy.yml installs Debian's
 
 
 @dataclass
@@ -57,7 +58,7 @@ def deployed(docker_host: str, cluster_pool, tmp_path_factory: pytest.TempPathFa
     ref = str(builtin_at("sync", prefix, root)) if prefix else "sync"
     render_dir = root / "rendered"
     ops.render_topology(ref, render_dir, runtime="ansible")
-    hosts = ContainerHosts(load(ref), docker_host, f"pulsarlab-ansible-{(prefix or '127.0').replace('.', '-')}", SYSTEMD)
+    hosts = ContainerHosts(load(ref), docker_host, f"pulsarlab-ansible-{(prefix or '127.0').replace('.', '-')}", SYSTEMD, BARE)
     hosts.start()
     hosts.connect(render_dir)
     try:
@@ -83,6 +84,8 @@ def test_the_first_deploy_started_every_node_in_order(deployed: Deployed) -> Non
     assert set(recap) == {n.name for n in deployed.hosts.topo.nodes}
     assert all(r["failed"] == 0 and r["unreachable"] == 0 and r["changed"] > 0 for r in recap.values())
     out = deployed.deploy.output
+    for node in BARE:  # Java came from Debian's package, installed by the play
+        assert "openjdk-17-jre-headless" in _installed(deployed, node).split()
     for node in SYSTEMD:
         unit = docker(deployed.hosts.docker_host, "exec", deployed.hosts.name(node), "systemctl", "is-active", f"pulsar-{node}")
         assert unit.stdout.strip() == "active", (node, unit.stdout, unit.stderr)
@@ -157,7 +160,7 @@ def test_runbooks_under_a_workload_lose_nothing(configured: Deployed, tmp_path: 
     topic = f"persistent://mytenant/eu/runbooks-{uuid.uuid4().hex[:8]}"
     run = tmp_path / "run"
     workload = cli("workload", "run", "--state-dir", str(configured.state_dir), "--out", str(run), "--topic", topic,
-                   "--duration", "200", "--rate", "500", "--deduplication", "--quiet")
+                   "--duration", "230", "--rate", "500", "--deduplication", "--quiet")
     windows: dict[str, tuple[int, int]] = {}
     try:
         cluster = configured.cluster()
@@ -182,6 +185,7 @@ def test_runbooks_under_a_workload_lose_nothing(configured: Deployed, tmp_path: 
         windows[f"replace-bookie.yml ({victim})"] = (t0, time.time_ns())
         assert play.rc == 0, play.output[-6000:]
         assert play.recap()[victim]["changed"] > 0
+        assert "openjdk-17-jre-headless" in _installed(configured, victim).split()  # a new machine: the play installed Java
         out, _ = workload.communicate(timeout=600)
     finally:
         if workload.poll() is None:
@@ -208,6 +212,10 @@ def test_runbooks_under_a_workload_lose_nothing(configured: Deployed, tmp_path: 
     assert_placed_in_both_regions(cluster, topic)
     again = configured.hosts.playbook(configured.inventory, "replace-bookie.yml", "-e", f"pulsar_replace_bookie={victim}")
     assert again.rc == 0 and not any(r["changed"] for r in again.recap().values()), again.output[-3000:]
+
+
+def _installed(deployed: Deployed, node: str) -> str:
+    return docker(deployed.hosts.docker_host, "exec", deployed.hosts.name(node), "dpkg-query", "-W", "-f=${Package}\n").stdout
 
 
 def _ensemble_or_none(cluster: NodeRuntime, topic: str) -> list[str]:

@@ -61,7 +61,9 @@ def http_ready(url: str) -> bool:
 
 
 def log_tail(log_dir: Path) -> str:
-    logs = sorted((p for p in log_dir.glob("*.log*") if p.is_file()), key=lambda p: p.stat().st_mtime)
+    # *.out: what the daemon script captures of a node's console
+    found = [*log_dir.glob("*.log*"), *log_dir.glob("*.out")]
+    logs = sorted((p for p in found if p.is_file()), key=lambda p: p.stat().st_mtime)
     if not logs:
         return f"(no log in {log_dir})"
     lines = logs[-1].read_text(errors="replace").splitlines()[-TAIL_LINES:]
