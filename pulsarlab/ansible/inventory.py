@@ -63,6 +63,10 @@ def inventory(topo: Topology) -> dict[str, object]:
     first = [bk[0].name for c in topo.clusters if (bk := [n for n in topo.nodes_of(Role.BOOKIE) if n.cluster == c.name])]
     if first:
         children["bookies_first"] = {"hosts": dict.fromkeys(first)}
+    # filled while deploy.yml runs (running nodes whose files changed); empty here, so that a run with
+    # nothing to restart skips its restart plays without a warning
+    for role in ROLE_GROUP:
+        children[f"pulsar_restart_{role.value}"] = {"hosts": {}}
     for c in topo.clusters:
         children[group_name("cluster", c.name)] = {"hosts": {n.name: None for n in topo.nodes if n.cluster == c.name}}
     for r in topo.regions:

@@ -1,6 +1,8 @@
 """Container hosts for the playbooks: one container per node of a Debian image with Python (for
 Ansible's modules) and Java 17, on the host's network so that each node binds its own loopback
-address; Ansible reaches them through the docker connection plugin (community.docker)."""
+address; Ansible reaches them through the docker connection plugin (community.docker). Hosts
+named in ``systemd`` run systemd as their first process (the playbooks then install and drive
+units); the others have no service manager (the playbooks use the distribution's daemon script)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pulsarlab.distribution import DEFAULT_VERSION
-from pulsarlab.runtime.docker import image
+from pulsarlab.runtime.docker import engine, image
 from pulsarlab.topology import Topology
 
 PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
@@ -27,6 +29,26 @@ WORKDIR /
 CMD ["sleep", "infinity"]
 """
 HOST_TAG = f"pulsarlab/ansible-host:{DEFAULT_VERSION}"
+# the same with systemd as the first process (it runs unprivileged, in its container mode)
+SYSTEMD_DOCKERFILE = f"""\
+FROM {HOST_TAG}
+RUN apt-get update -qq \\
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd systemd-sysv dbus \\
+ && apt-get clean && rm -rf /var/lib/apt/lists/*
+STOPSIGNAL SIGRTMIN+3
+CMD ["/sbin/init"]
+"""
+SYSTEMD_TAG = f"pulsarlab/ansible-host-systemd:{DEFAULT_VERSION}"
+# a new machine: Debian with Python and nothing else (the playbooks install Java from Debian)
+BARE_DOCKERFILE = """\
+FROM {base}
+RUN apt-get update -qq \\
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 \\
+ && apt-get clean && rm -rf /var/lib/apt/lists/*
+CMD ["sleep", "infinity"]
+"""
+BARE_TAG = "pulsarlab/ansible-host-bare:bookworm"
+SYSTEMD_RUN = ["-e", "container=docker", "--tmpfs", "/run", "--tmpfs", "/run/lock", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:ro"]
 RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 
@@ -37,12 +59,18 @@ def docker(host: str, *args: str, timeout: float = 120) -> subprocess.CompletedP
 
 def ensure_host_image(host: str) -> str:
     if docker(host, "image", "inspect", HOST_TAG).returncode != 0:
-        base = image.ensure_image(host=host).tag
-        proc = subprocess.run(["docker", "build", "--network", "host", "-t", HOST_TAG, "-"],
-                              input=DOCKERFILE.format(base=base), capture_output=True, text=True, timeout=900,
-                              env={**os.environ, "DOCKER_HOST": host})
-        assert proc.returncode == 0, f"building {HOST_TAG} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+        _build(host, HOST_TAG, DOCKERFILE.format(base=image.ensure_image(host=host).tag))
+    if docker(host, "image", "inspect", SYSTEMD_TAG).returncode != 0:
+        _build(host, SYSTEMD_TAG, SYSTEMD_DOCKERFILE)
+    if docker(host, "image", "inspect", BARE_TAG).returncode != 0:
+        _build(host, BARE_TAG, BARE_DOCKERFILE.format(base=image.ensure_base(engine.client(host))[0]))
     return HOST_TAG
+
+
+def _build(host: str, tag: str, dockerfile: str) -> None:
+    proc = subprocess.run(["docker", "build", "--network", "host", "-t", tag, "-"], input=dockerfile,
+                          capture_output=True, text=True, timeout=900, env={**os.environ, "DOCKER_HOST": host})
+    assert proc.returncode == 0, f"building {tag} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
 
 
 @dataclass
@@ -58,20 +86,36 @@ class Play:
 
 
 class ContainerHosts:
-    """One container per node of ``topo``, named ``<prefix>-<node>``."""
+    """One container per node of ``topo``, named ``<prefix>-<node>``; those of ``systemd`` run it,
+    those of ``bare`` have no Java."""
 
-    def __init__(self, topo: Topology, docker_host: str, prefix: str) -> None:
-        self.topo, self.docker_host, self.prefix = topo, docker_host, prefix
+    def __init__(self, topo: Topology, docker_host: str, prefix: str, systemd: frozenset[str] = frozenset(),
+                 bare: frozenset[str] = frozenset()) -> None:
+        self.topo, self.docker_host, self.prefix, self.systemd, self.bare = topo, docker_host, prefix, systemd, bare
 
     def name(self, node: str) -> str:
         return f"{self.prefix}-{node}"
 
     def start(self) -> None:
-        tag = ensure_host_image(self.docker_host)
+        ensure_host_image(self.docker_host)
         self.remove()
-        for n in self.topo.nodes:  # --init: a JVM that exits is reaped (the daemon script checks its pid)
-            proc = docker(self.docker_host, "run", "-d", "--init", "--name", self.name(n.name), "--network", "host", tag)
-            assert proc.returncode == 0, proc.stderr
+        for n in self.topo.nodes:
+            self._run(n.name)
+
+    def _run(self, node: str, bare: bool = False) -> None:
+        # --init: a JVM that exits is reaped (the daemon script checks its pid); systemd reaps its own
+        if node in self.systemd:
+            how = [*SYSTEMD_RUN, SYSTEMD_TAG]
+        else:
+            how = ["--init", BARE_TAG if bare or node in self.bare else HOST_TAG]
+        proc = docker(self.docker_host, "run", "-d", "--name", self.name(node), "--network", "host", *how)
+        assert proc.returncode == 0, proc.stderr
+
+    def replace(self, node: str) -> None:
+        """The machine of ``node`` lost (its container removed with everything on it) and a new
+        one in its place: same name and address, nothing installed (not even Java)."""
+        docker(self.docker_host, "rm", "-f", self.name(node))
+        self._run(node, bare=True)
 
     def remove(self) -> None:
         for n in self.topo.nodes:

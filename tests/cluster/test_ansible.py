@@ -1,32 +1,53 @@
-"""The playbooks on container hosts: ``deploy.yml`` and ``configure.yml`` put ``sync`` onto nine
-containers (one per node, each on its own loopback address); placement is proven and messages
-go through pulsarlab; a second deploy changes nothing. One deployment for the module."""
+"""The playbooks on container hosts: ``deploy.yml`` and ``configure.yml`` put ``sync`` onto nine of
+ten containers (one per node, each on its own loopback address); placement is proven and
+messages go through pulsarlab; a second deploy changes nothing; a changed file restarts only its
+node; the rolling-restart and replace-bookie runbooks run under a recorded workload that the
+verifier then judges; add-bookie brings in the tenth host; the region failover drill runs under
+a workload; upgrade moves every node onto another distribution, one at a time, and back. One
+deployment for the module."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import subprocess
+import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pytest
+import requests
+import yaml
 
 from pulsarlab import ops
+from pulsarlab.chaos import targets
+from pulsarlab.errors import PulsarlabError
 from pulsarlab.runtime.base import NodeRuntime
 from pulsarlab.runtime.external import ExternalCluster
-from pulsarlab.topology import load
-from tests.cluster.ansible_hosts import ContainerHosts, Play
+from pulsarlab.scenarios.rto import read_sends
+from pulsarlab.topology import Role, Topology, load
+from pulsarlab.workload.run import WorkloadConfig
+from tests.cluster.ansible_hosts import ContainerHosts, Play, docker
 from tests.cluster.test_sync import _drain, _produce, assert_placed_in_both_regions
 from tests.topology_files import builtin_at
 
 pytestmark = pytest.mark.cluster
+SYSTEMD = frozenset({"bk2-us", "pulsar2-us"})  # hosts with systemd: their nodes run as units
+BARE = frozenset({"zk"})  # a host without Java: deploy.yml installs Debian's
+NEW_BOOKIE = {"name": "bk3-eu", "role": "bookie", "cluster": "mycluster", "region": "eu", "rack": "eu/1"}
 
 
 @dataclass
 class Deployed:
-    hosts: ContainerHosts
+    hosts: ContainerHosts  # all ten containers
+    small: Topology  # what deploy.yml put on nine of them
+    big_ref: str  # the same with NEW_BOOKIE appended (add-bookie's re-render)
     render_dir: Path
     state_dir: Path
     deploy: Play
@@ -38,23 +59,53 @@ class Deployed:
     def cluster(self) -> NodeRuntime:
         return ExternalCluster.open(self.state_dir)
 
+    def play(self, book: str, *extra: str) -> Play:
+        play = self.hosts.playbook(self.inventory, book, *extra)
+        print(f"{book} {' '.join(extra)}: rc {play.rc} in {play.seconds:.1f}s")
+        return play
+
+    def pids(self) -> dict[str, str]:
+        """Each node's JVM pid in its container ('' when none runs)."""
+        return {n.name: jvm_pid(self, n.name) for n in self.hosts.topo.nodes}
+
+    def homes(self) -> dict[str, str]:
+        """The distribution folder each running node's JVM runs from (its class path's lib/)."""
+        out = {}
+        for name, pid in self.pids().items():
+            if pid:
+                cmdline = docker(self.hosts.docker_host, "exec", self.hosts.name(name), "cat", f"/proc/{pid}/cmdline").stdout
+                found = set(re.findall(r"(/opt/pulsar/[^/:\x00]+)/lib/", cmdline))
+                out[name] = found.pop() if len(found) == 1 else str(sorted(found))
+        return out
+
+    def url(self, name: str, port: str) -> str:
+        topo = self.hosts.topo
+        return f"http://{topo.address_of(topo.node(name))}:{topo.node(name).port(port)}"
+
+    def bookie_id(self, name: str) -> str:
+        topo = self.hosts.topo
+        return f"{topo.address_of(topo.node(name))}:{topo.node(name).port('bookie')}"
+
 
 @pytest.fixture(scope="module")
 def deployed(docker_host: str, cluster_pool, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
     cluster_pool.close()  # the containers bind the addresses the local clusters use
     root = tmp_path_factory.mktemp("ansible")
-    prefix = os.environ.get("PULSARLAB_TEST_ADDRESS_PREFIX")
-    ref = str(builtin_at("sync", prefix, root)) if prefix else "sync"
+    prefix = os.environ.get("PULSARLAB_TEST_ADDRESS_PREFIX", "127.0")
+    small_ref = builtin_at("sync", prefix, root)
+    data = yaml.safe_load(small_ref.read_text())
+    big_ref = root / f"sync-{prefix}-bk3.yaml"  # appended last: every other node keeps its address
+    big_ref.write_text(yaml.safe_dump({**data, "nodes": [*data["nodes"], NEW_BOOKIE]}))
     render_dir = root / "rendered"
-    ops.render_topology(ref, render_dir, runtime="ansible")
-    hosts = ContainerHosts(load(ref), docker_host, f"pulsarlab-ansible-{(prefix or '127.0').replace('.', '-')}")
+    ops.render_topology(str(small_ref), render_dir, runtime="ansible")
+    hosts = ContainerHosts(load(str(big_ref)), docker_host, f"pulsarlab-ansible-{prefix.replace('.', '-')}", SYSTEMD, BARE)
     hosts.start()
     hosts.connect(render_dir)
     try:
         play = hosts.playbook(render_dir / "inventory.yml", "deploy.yml")
         assert play.rc == 0, play.output[-6000:]
         print(f"deploy.yml: sync on 9 container hosts in {play.seconds:.1f}s")
-        yield Deployed(hosts, render_dir, root / "state", play)
+        yield Deployed(hosts, load(str(small_ref)), str(big_ref), render_dir, root / "state", play)
     finally:
         hosts.remove()
 
@@ -70,9 +121,14 @@ def configured(deployed: Deployed) -> Deployed:
 
 def test_the_first_deploy_started_every_node_in_order(deployed: Deployed) -> None:
     recap = deployed.deploy.recap()
-    assert set(recap) == {n.name for n in deployed.hosts.topo.nodes}
+    assert set(recap) == {n.name for n in deployed.small.nodes}
     assert all(r["failed"] == 0 and r["unreachable"] == 0 and r["changed"] > 0 for r in recap.values())
     out = deployed.deploy.output
+    for node in BARE:  # Java came from Debian's package, installed by the play
+        assert "openjdk-17-jre-headless" in _installed(deployed, node).split()
+    for node in SYSTEMD:
+        unit = docker(deployed.hosts.docker_host, "exec", deployed.hosts.name(node), "systemctl", "is-active", f"pulsar-{node}")
+        assert unit.stdout.strip() == "active", (node, unit.stdout, unit.stderr)
     order = [out.index(f"PLAY [{what}]") for what in (
         "Start ZooKeeper", "Initialise the cluster metadata and write the rack map", "Start the first bookie of each cluster",
         "Start the bookies", "Start the brokers")]
@@ -93,7 +149,241 @@ def test_second_deploy_and_configure_change_nothing(configured: Deployed) -> Non
     t0 = time.monotonic()
     again = configured.hosts.playbook(configured.inventory, "deploy.yml")
     assert again.rc == 0, again.output[-6000:]
-    assert {h: r["changed"] for h, r in again.recap().items()} == {n.name: 0 for n in configured.hosts.topo.nodes}
+    assert {h: r["changed"] for h, r in again.recap().items()} == {n.name: 0 for n in configured.small.nodes}
     conf = configured.hosts.playbook(configured.inventory, "configure.yml", "-e", f"pulsarlab_state_dir={configured.state_dir}")
     assert conf.rc == 0 and conf.recap()["localhost"]["changed"] == 0, conf.output[-3000:]
     print(f"second deploy.yml + configure.yml: nothing changed, {time.monotonic() - t0:.1f}s")
+
+
+def jvm_pid(deployed: Deployed, node: str) -> str:
+    proc = docker(deployed.hosts.docker_host, "exec", deployed.hosts.name(node), "pgrep", "-f", f"[-]Dpulsarlab.node={node} ")
+    return proc.stdout.strip()
+
+
+def test_a_changed_file_restarts_only_its_node_and_the_next_run_nothing(configured: Deployed) -> None:
+    conf = configured.render_dir / "host_files" / "pulsar2-us" / "conf" / "broker.conf"
+    original = conf.read_text()
+    pids = configured.pids()
+    conf.write_text(original + "# changed by the test\n")
+    try:
+        play = configured.hosts.playbook(configured.inventory, "deploy.yml")
+        assert play.rc == 0, play.output[-6000:]
+        assert "PLAY [Restart the brokers whose files changed, one at a time]" in play.output
+        assert {h for h, r in play.recap().items() if r["changed"]} == {"pulsar2-us"}
+        after = configured.pids()
+        assert after["pulsar2-us"] and after["pulsar2-us"] != pids["pulsar2-us"]
+        assert {n: p for n, p in after.items() if n != "pulsar2-us"} == {n: p for n, p in pids.items() if n != "pulsar2-us"}
+        again = configured.hosts.playbook(configured.inventory, "deploy.yml")
+        assert again.rc == 0 and not any(r["changed"] for r in again.recap().values()), again.output[-3000:]
+    finally:
+        conf.write_text(original)
+        configured.hosts.playbook(configured.inventory, "deploy.yml")
+
+
+def cli(*args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "pulsarlab.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, **kw)
+
+
+def longest_without_ack(sends, start_ns: int, end_ns: int) -> float:
+    """Seconds of the longest window in [start_ns, end_ns] with no acknowledgement."""
+    ok = sends.filter(pc.equal(sends["type"], "ok"))["ts"].to_numpy()
+    inside = sorted(t for t in ok.tolist() if start_ns < t < end_ns)
+    points = [start_ns, *inside, end_ns]
+    return max(b - a for a, b in zip(points, points[1:], strict=False)) / 1e9
+
+
+def test_runbooks_under_a_workload_lose_nothing(configured: Deployed, tmp_path: Path) -> None:
+    """rolling-restart.yml, then replace-bookie.yml for the eu bookie in the topic's ensemble, whose
+    machine is lost (a new, empty one in its place), while a workload records every send, ack and
+    delivery; the verifier then finds nothing lost or duplicated in storage."""
+    topic = f"persistent://mytenant/eu/runbooks-{uuid.uuid4().hex[:8]}"
+    run = tmp_path / "run"
+    workload = cli("workload", "run", "--state-dir", str(configured.state_dir), "--out", str(run), "--topic", topic,
+                   "--duration", "230", "--rate", "500", "--deduplication", "--quiet")
+    windows: dict[str, tuple[int, int]] = {}
+    try:
+        cluster = configured.cluster()
+        deadline = time.monotonic() + 90
+        while not (ensemble := _ensemble_or_none(cluster, topic)) and time.monotonic() < deadline:
+            assert workload.poll() is None, workload.communicate()[0]
+            time.sleep(1)
+        assert ensemble, f"{topic} has no ledger 90 s after the workload started"
+        time.sleep(10)
+
+        t0 = time.time_ns()
+        play = configured.hosts.playbook(configured.inventory, "rolling-restart.yml")
+        windows["rolling-restart.yml"] = (t0, time.time_ns())
+        assert play.rc == 0, play.output[-6000:]
+        brokers = [n.name for n in cluster.topo.nodes_of(Role.BROKER)]
+        assert {h: r["changed"] > 0 for h, r in play.recap().items()} == dict.fromkeys(brokers, True)
+
+        [victim] = [n for n in targets.ensemble(cluster, topic) if cluster.topo.node(n).region == "eu"]
+        t0 = time.time_ns()
+        configured.hosts.replace(victim)
+        play = configured.hosts.playbook(configured.inventory, "replace-bookie.yml", "-e", f"pulsar_replace_bookie={victim}")
+        windows[f"replace-bookie.yml ({victim})"] = (t0, time.time_ns())
+        assert play.rc == 0, play.output[-6000:]
+        assert play.recap()[victim]["changed"] > 0
+        assert "openjdk-17-jre-headless" in _installed(configured, victim).split()  # a new machine: the play installed Java
+        out, _ = workload.communicate(timeout=600)
+    finally:
+        if workload.poll() is None:
+            workload.kill()
+    assert workload.returncode == 0, out[-3000:]
+
+    (tmp_path / "expect.json").write_text(json.dumps({"allow": ["duplicated_delivery"]}))
+    verify = cli("verify", str(run), "--expect", str(tmp_path / "expect.json"), "--json")
+    report, _ = verify.communicate(timeout=600)
+    verdict = json.loads(report[report.index("{"):])
+    failed = {c["name"]: c.get("count") for c in verdict["checks"] if not c["passed"]}
+    assert verify.returncode == 0 and verdict["status"] == "pass", (verdict["status"], verdict["reasons"], failed)
+    assert not [c for c in verdict["checks"] if c["name"] in ("lost", "duplicated_in_storage") and c.get("count")]
+
+    sends = read_sends(run)
+    last_ack = int(pc.max(sends.filter(pc.equal(sends["type"], "ok"))["ts"]).as_py())
+    for name, (start, end) in windows.items():
+        assert end < last_ack, f"the workload stopped before {name} ended: raise its duration"
+        print(f"{name}: {(end - start) / 1e9:.1f}s, longest without an ack {longest_without_ack(sends, start, end):.2f}s")
+    gap = verdict["metrics"]["longest_gap_without_ack_s"]["seconds"]
+    print(f"verdict {verdict['status']}; longest without an ack over the whole run {gap:.2f}s")
+
+    # the lost bookie's copies were made again: still one per region, and a second run leaves it be
+    assert_placed_in_both_regions(cluster, topic)
+    again = configured.hosts.playbook(configured.inventory, "replace-bookie.yml", "-e", f"pulsar_replace_bookie={victim}")
+    assert again.rc == 0 and not any(r["changed"] for r in again.recap().values()), again.output[-3000:]
+
+
+def _installed(deployed: Deployed, node: str) -> str:
+    return docker(deployed.hosts.docker_host, "exec", deployed.hosts.name(node), "dpkg-query", "-W", "-f=${Package}\n").stdout
+
+
+def _ensemble_or_none(cluster: NodeRuntime, topic: str) -> list[str]:
+    try:
+        return targets.ensemble(cluster, topic)
+    except PulsarlabError:  # not written to yet: the workload is still starting
+        return []
+
+
+def test_add_bookie_registers_it_writable_in_its_rack_and_restarts_nothing_else(configured: Deployed) -> None:
+    before = configured.pids()
+    assert before["bk3-eu"] == "" and all(pid for name, pid in before.items() if name != "bk3-eu")
+    ops.render_topology(configured.big_ref, configured.render_dir, runtime="ansible")  # the operator's re-render
+    play = configured.play("add-bookie.yml", "-e", "pulsar_new_bookie=bk3-eu")
+    assert play.rc == 0, play.output[-6000:]
+    recap = play.recap()
+    assert set(recap) == {"localhost", "zk", "bk3-eu"}, recap  # nothing else is even visited
+    assert recap["bk3-eu"]["changed"] > 0 and recap["zk"]["changed"] == 1  # the rack map written once
+    out = play.output
+    assert out.index("PLAY [Write the rack map with the new bookie in it]") < out.index(
+        "PLAY [Start the new bookie and check the cluster lists it writable]")
+
+    after = configured.pids()
+    assert after["bk3-eu"], "the new bookie does not run"
+    assert {n: p for n, p in after.items() if n != "bk3-eu"} == {n: p for n, p in before.items() if n != "bk3-eu"}
+    writable = requests.get(f"{configured.url('bk2-us', 'http')}/api/v1/bookie/list_bookies",
+                            params={"type": "rw", "print_hostnames": "false"}, timeout=10).json()
+    assert configured.bookie_id("bk3-eu") in writable, writable
+    racks = requests.get(f"{configured.url('pulsar1-us', 'web')}/admin/v2/bookies/racks-info", timeout=10).json()
+    placed = {bid: info["rack"] for group in racks.values() for bid, info in group.items()}
+    assert placed.get(configured.bookie_id("bk3-eu")) == "eu/1", racks
+
+    again = configured.play("add-bookie.yml", "-e", "pulsar_new_bookie=bk3-eu")
+    assert again.rc == 0, again.output[-6000:]
+    assert {h: r["changed"] for h, r in again.recap().items()} == {"localhost": 0, "zk": 0, "bk3-eu": 0}
+    assert configured.pids() == after
+
+
+def test_add_bookie_refuses_a_name_not_in_the_inventory(configured: Deployed) -> None:
+    play = configured.play("add-bookie.yml", "-e", "pulsar_new_bookie=bk9-eu")
+    assert play.rc != 0
+    assert "pulsar_new_bookie must name bookies of the inventory" in play.output
+    assert set(play.recap()) == {"localhost"}
+
+
+def test_region_failover_refuses_to_stop_the_zookeeper_region(configured: Deployed) -> None:
+    before = configured.pids()
+    play = configured.play("region-failover.yml", "-e", "pulsar_failover_region=eu", "-e", "pulsar_failover_confirm=false")
+    assert play.rc != 0
+    assert "region eu holds ZooKeeper zk: stopping it leaves 0 of 1 ZooKeeper nodes, no quorum" in " ".join(play.output.split())
+    assert set(play.recap()) == {"localhost"}
+    assert configured.pids() == before
+
+
+def test_region_failover_drill_of_us_loses_no_acknowledged_message(configured: Deployed, tmp_path: Path) -> None:
+    """The drill of us under a workload on a topic of mytenant/us (its owner moves to eu and back),
+    then the verifier over the history: nothing acknowledged lost, and the outage the clients saw."""
+    before = configured.pids()
+    cfg = WorkloadConfig(f"persistent://mytenant/us/drill-{uuid.uuid4().hex[:8]}", producers=1, consumers=1, rate=100,
+                         duration=90)
+    run_dir, box = tmp_path / "run", {}
+    worker = threading.Thread(target=lambda: box.update(result=ops.workload_run(configured.state_dir, cfg, run_dir)))
+    worker.start()
+    try:
+        time.sleep(10)  # the workload under way
+        play = configured.play("region-failover.yml", "-e", "pulsar_failover_region=us", "-e", "pulsar_failover_confirm=false",
+                               "-e", "pulsar_failover_hold_seconds=10")
+    finally:
+        worker.join(timeout=600)
+    assert play.rc == 0, play.output[-8000:]
+    recap = play.recap()
+    us = {"bk1-us", "bk2-us", "pulsar1-us", "pulsar2-us"}
+    assert us <= set(recap) and not [h for h, r in recap.items() if h not in us and r["changed"]], recap  # eu only read
+    after = configured.pids()
+    assert all(after[n] and after[n] != before[n] for n in us), (before, after)  # stopped, then running again
+    assert {n: after[n] for n in after if n not in us} == {n: before[n] for n in before if n not in us}
+    # the lookups answered from eu brokers (the play checks it; here: they ran for both namespaces)
+    assert "mytenant/us (cluster mycluster" in play.output and "mytenant/eu (cluster mycluster" in play.output
+    writable = requests.get(f"{configured.url('bk2-eu', 'http')}/api/v1/bookie/list_bookies",
+                            params={"type": "rw", "print_hostnames": "false"}, timeout=10).json()
+    assert {configured.bookie_id(b) for b in ("bk1-us", "bk2-us")} <= set(writable)
+    under = requests.get(f"{configured.url('bk2-eu', 'http')}/api/v1/autorecovery/list_under_replicated_ledger", timeout=10)
+    assert (under.status_code, under.text) == (404, "No under replicated ledgers found")
+
+    assert "result" in box, "the workload did not finish"
+    assert box["result"].counters.acked > 1000
+    verdict = ops.verify_history([run_dir])
+    assert verdict.status == "pass", (verdict.reasons, verdict.counts())
+    print(f"drill of us under a workload: {box['result'].counters.acked} acknowledged, none lost; "
+          f"longest gap without an acknowledgement {verdict.metrics.get('longest_gap_without_ack_s')} s")
+
+
+def test_upgrade_moves_every_node_one_at_a_time_and_rollback_moves_it_back(configured: Deployed, tmp_path: Path) -> None:
+    """The same 4.0.8 build unpacked under another folder name stands in for a new version (one
+    version is at hand): every JVM must end up running from the new folder, each restarted once."""
+    group_vars = yaml.safe_load((configured.render_dir / "group_vars" / "all.yml").read_text())
+    home, artifact = group_vars["pulsar_home"], group_vars["pulsar_artifact"]
+    new_home = f"{home}-next"
+    tarball = _renamed_distribution(Path(artifact), Path(new_home).name, tmp_path)
+    upgrade = ("-e", f"pulsar_home={new_home}", "-e", f"pulsar_artifact={tarball}")
+    before = configured.pids()
+    play = configured.play("upgrade.yml", *upgrade)
+    assert play.rc == 0, play.output[-8000:]
+    out = play.output
+    order = [out.index(f"PLAY [{what}]") for what in (
+        "Unpack the new distribution on every host (no restart)", "Upgrade ZooKeeper, one node at a time",
+        "Upgrade the bookies, one at a time, each followed by no under-replicated ledger", "Upgrade the brokers, one at a time")]
+    assert order == sorted(order)
+    upgraded = configured.pids()
+    assert all(upgraded[n] and upgraded[n] != before[n] for n in before), (before, upgraded)
+    assert configured.homes() == dict.fromkeys(before, new_home)
+
+    again = configured.play("upgrade.yml", *upgrade)  # everything on the version: nothing restarts
+    assert again.rc == 0, again.output[-6000:]
+    assert {h: r["changed"] for h, r in again.recap().items()} == {n.name: 0 for n in configured.hosts.topo.nodes}
+    assert configured.pids() == upgraded
+
+    back = configured.play("upgrade.yml")  # rollback: the rendered (old) distribution again
+    assert back.rc == 0, back.output[-8000:]
+    assert configured.homes() == dict.fromkeys(before, home)
+    assert all(configured.pids()[n] != upgraded[n] for n in before)
+
+
+def _renamed_distribution(tarball: Path, top: str, folder: Path) -> Path:
+    """``tarball`` repacked (uncompressed) with its top folder named ``top``."""
+    subprocess.run(["tar", "-xzf", str(tarball), "-C", str(folder)], check=True, timeout=300)
+    (src,) = [p for p in folder.iterdir() if p.is_dir()]
+    src.rename(folder / top)
+    out = folder / f"{top}.tar"
+    subprocess.run(["tar", "-cf", str(out), "-C", str(folder), top], check=True, timeout=300)
+    return out
