@@ -1,0 +1,158 @@
+"""One deployment of the playbooks on container hosts, as the tests of ``test_ansible.py`` use it:
+the nodes' JVMs and the distribution each runs from, a recorded workload in the background, and
+the verifier's verdict over it."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.compute as pc
+
+from pulsarlab.chaos import targets
+from pulsarlab.errors import PulsarlabError
+from pulsarlab.runtime.base import NodeRuntime
+from pulsarlab.runtime.external import ExternalCluster
+from pulsarlab.scenarios.rto import read_sends
+from pulsarlab.topology import Topology
+from tests.cluster.ansible_hosts import ContainerHosts, Play, docker
+
+
+@dataclass
+class Deployed:
+    hosts: ContainerHosts  # all ten containers
+    small: Topology  # what deploy.yml put on nine of them
+    big_ref: str  # the same with NEW_BOOKIE appended (add-bookie's re-render)
+    render_dir: Path
+    state_dir: Path
+    deploy: Play
+
+    @property
+    def inventory(self) -> Path:
+        return self.render_dir / "inventory.yml"
+
+    def cluster(self) -> NodeRuntime:
+        return ExternalCluster.open(self.state_dir)
+
+    def play(self, book: str, *extra: str) -> Play:
+        play = self.hosts.playbook(self.inventory, book, *extra)
+        print(f"{book} {' '.join(extra)}: rc {play.rc} in {play.seconds:.1f}s")
+        return play
+
+    def pids(self) -> dict[str, str]:
+        """Each node's JVM pid in its container ('' when none runs)."""
+        return {n.name: jvm_pid(self, n.name) for n in self.hosts.topo.nodes}
+
+    def homes(self) -> dict[str, str]:
+        """The distribution folder each running node's JVM runs from (its class path's lib/)."""
+        out = {}
+        for name, pid in self.pids().items():
+            if pid:
+                cmdline = docker(self.hosts.docker_host, "exec", self.hosts.name(name), "cat", f"/proc/{pid}/cmdline").stdout
+                found = set(re.findall(r"(/opt/pulsar/[^/:\x00]+)/lib/", cmdline))
+                out[name] = found.pop() if len(found) == 1 else str(sorted(found))
+        return out
+
+    def url(self, name: str, port: str) -> str:
+        topo = self.hosts.topo
+        return f"http://{topo.address_of(topo.node(name))}:{topo.node(name).port(port)}"
+
+    def bookie_id(self, name: str) -> str:
+        topo = self.hosts.topo
+        return f"{topo.address_of(topo.node(name))}:{topo.node(name).port('bookie')}"
+
+
+def jvm_pid(deployed: Deployed, node: str) -> str:
+    proc = docker(deployed.hosts.docker_host, "exec", deployed.hosts.name(node), "pgrep", "-f", f"[-]Dpulsarlab.node={node} ")
+    return proc.stdout.strip()
+
+
+def cli(*args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "pulsarlab.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, **kw)
+
+
+def longest_without_ack(sends, start_ns: int, end_ns: int) -> float:
+    """Seconds of the longest window in [start_ns, end_ns] with no acknowledgement."""
+    ok = sends.filter(pc.equal(sends["type"], "ok"))["ts"].to_numpy()
+    inside = sorted(t for t in ok.tolist() if start_ns < t < end_ns)
+    points = [start_ns, *inside, end_ns]
+    return max(b - a for a, b in zip(points, points[1:], strict=False)) / 1e9
+
+
+@contextmanager
+def running_workload(deployed: Deployed, topic: str, run: Path, duration: int, rate: int) -> Iterator[subprocess.Popen]:
+    """``pulsarlab workload run`` (broker deduplication on) in the background, given once the
+    topic has a ledger and ten more seconds have passed; killed on the way out if it still runs."""
+    workload = cli("workload", "run", "--state-dir", str(deployed.state_dir), "--out", str(run), "--topic", topic,
+                   "--duration", str(duration), "--rate", str(rate), "--deduplication", "--quiet")
+    try:
+        cluster = deployed.cluster()
+        deadline = time.monotonic() + 90
+        while not (ensemble := ensemble_or_none(cluster, topic)) and time.monotonic() < deadline:
+            assert workload.poll() is None, workload.communicate()[0]
+            time.sleep(1)
+        assert ensemble, f"{topic} has no ledger 90 s after the workload started"
+        time.sleep(10)
+        yield workload
+    finally:
+        if workload.poll() is None:
+            workload.kill()
+
+
+def finish_workload(workload: subprocess.Popen, run: Path, windows: dict[str, tuple[int, int]], tmp_path: Path) -> None:
+    """Waits for the workload's end, then :func:`verify_windows`."""
+    out, _ = workload.communicate(timeout=600)
+    assert workload.returncode == 0, out[-3000:]
+    verify_windows(run, windows, tmp_path)
+
+
+def verify_windows(run: Path, windows: dict[str, tuple[int, int]], tmp_path: Path) -> None:
+    """``pulsarlab verify`` must pass (a redelivery after an ack allowed, nothing lost or stored
+    twice), and the workload must have outlasted every window; prints each window's longest
+    time without an acknowledgement."""
+    (tmp_path / "expect.json").write_text(json.dumps({"allow": ["duplicated_delivery"]}))
+    verify = cli("verify", str(run), "--expect", str(tmp_path / "expect.json"), "--json")
+    report, _ = verify.communicate(timeout=600)
+    verdict = json.loads(report[report.index("{"):])
+    failed = {c["name"]: c.get("count") for c in verdict["checks"] if not c["passed"]}
+    assert verify.returncode == 0 and verdict["status"] == "pass", (verdict["status"], verdict["reasons"], failed)
+    assert not [c for c in verdict["checks"] if c["name"] in ("lost", "duplicated_in_storage") and c.get("count")]
+
+    sends = read_sends(run)
+    last_ack = int(pc.max(sends.filter(pc.equal(sends["type"], "ok"))["ts"]).as_py())
+    for name, (start, end) in windows.items():
+        assert end < last_ack, f"the workload stopped before {name} ended: raise its duration"
+        print(f"{name}: {(end - start) / 1e9:.1f}s, longest without an ack {longest_without_ack(sends, start, end):.2f}s")
+    gap = verdict["metrics"]["longest_gap_without_ack_s"]["seconds"]
+    redelivered = next(c.get("count") for c in verdict["checks"] if c["name"] == "duplicated_delivery")
+    print(f"verdict {verdict['status']}; longest without an ack over the whole run {gap:.2f}s; "
+          f"delivered again after an ack {redelivered}")
+
+
+def installed(deployed: Deployed, node: str) -> str:
+    return docker(deployed.hosts.docker_host, "exec", deployed.hosts.name(node), "dpkg-query", "-W", "-f=${Package}\n").stdout
+
+
+def ensemble_or_none(cluster: NodeRuntime, topic: str) -> list[str]:
+    try:
+        return targets.ensemble(cluster, topic)
+    except PulsarlabError:  # not written to yet: the workload is still starting
+        return []
+
+
+def renamed_distribution(tarball: Path, top: str, folder: Path) -> Path:
+    """``tarball`` repacked (uncompressed) with its top folder named ``top``."""
+    subprocess.run(["tar", "-xzf", str(tarball), "-C", str(folder)], check=True, timeout=300)
+    (src,) = [p for p in folder.iterdir() if p.is_dir()]
+    src.rename(folder / top)
+    out = folder / f"{top}.tar"
+    subprocess.run(["tar", "-cf", str(out), "-C", str(folder), top], check=True, timeout=300)
+    return out
