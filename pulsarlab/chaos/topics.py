@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from pulsarlab.admin.client import AdminClient
+from pulsarlab.admin.client import admin_of
 from pulsarlab.chaos import targets
 from pulsarlab.chaos.schedule import register
 from pulsarlab.deployment import Deployment
@@ -22,10 +22,10 @@ def _one_topic(cluster: Deployment, args: tuple[str, ...]) -> None:
 
 
 def unload(cluster: Deployment, args: tuple[str, ...]) -> str:
-    """Unload the topic over the admin REST API of its cluster."""
+    """Unload the topic over the admin REST API of its cluster, with the deployment's admin credentials."""
     topic = args[0]
     name = targets.topic_cluster(cluster.topo, topic)
-    AdminClient(cluster.admin_url(name)).unload_topic(topic)
+    admin_of(cluster, name).unload_topic(topic)
     return f"unloaded {topic}: its current ledger closed, the topic loaded again on a new one"
 
 

@@ -18,6 +18,8 @@ import requests
 from typer.testing import CliRunner
 
 from pulsarlab import ops
+from pulsarlab.admin.client import admin_of
+from pulsarlab.chaos.schedule import Fault, run_fault
 from pulsarlab.cli import app
 from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.runtime.roundtrip import client
@@ -25,6 +27,7 @@ from pulsarlab.runtime.state import ClusterState
 from pulsarlab.security import ClientAuth, commands
 from pulsarlab.topology import Role
 from pulsarlab.workload.run import WorkloadConfig
+from tests.eventually import eventually
 
 pytest_plugins = ["pytester"]
 
@@ -174,6 +177,26 @@ def test_workload_with_the_java_driver_and_configure_are_clean(secure_smoke: Loc
     assert report.changes == []
     placement = ops.inspect_placement(secure_smoke.state_dir, cfg.topic)
     assert placement.topics
+
+
+def test_chaos_unload_runs_with_the_admin_credentials(secure_smoke: LocalCluster) -> None:
+    """The ``unload`` fault on the TLS + token cluster: the broker closes the topic's ledger and the
+    topic is loaded again on a new one (the fault's call used to have neither the cluster's CA nor a token)."""
+    topic = _topic()
+    _produce(secure_smoke, secure_smoke.client_auth("workload"), topic)
+    admin = admin_of(secure_smoke, "smoke")
+    before = [led.ledger_id for led in admin.ledgers(topic)]
+    assert before, f"{topic} has no ledger after a send"
+
+    done = run_fault(secure_smoke, Fault(0, "unload", (topic,)))
+    assert done.startswith(f"unloaded {topic}")
+
+    def reloaded_on_a_new_ledger() -> list[int]:
+        after = [led.ledger_id for led in admin.ledgers(topic)]  # the stats call loads the topic again
+        assert max(after) > max(before) and set(before) <= set(after), (before, after)
+        return after
+
+    eventually(reloaded_on_a_new_ledger, timeout=60, interval=1, what=f"{topic} loaded again on a new ledger")
 
 
 SECURE_USER_TEST = '''
