@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.compute as pc
+import pytest
 
 from pulsarlab.chaos import targets
 from pulsarlab.errors import PulsarlabError
@@ -23,6 +24,7 @@ from pulsarlab.runtime.external import ExternalCluster
 from pulsarlab.scenarios.rto import read_sends
 from pulsarlab.topology import Topology
 from tests.cluster.ansible_hosts import ContainerHosts, Play, docker
+from tests.eventually import eventually
 
 
 @dataclass
@@ -95,12 +97,14 @@ def running_workload(deployed: Deployed, topic: str, run: Path, duration: int, r
                    "--duration", str(duration), "--rate", str(rate), "--deduplication", "--quiet")
     try:
         cluster = deployed.cluster()
-        deadline = time.monotonic() + 90
-        while not (ensemble := ensemble_or_none(cluster, topic)) and time.monotonic() < deadline:
-            assert workload.poll() is None, workload.communicate()[0]
-            time.sleep(1)
-        assert ensemble, f"{topic} has no ledger 90 s after the workload started"
-        time.sleep(10)
+
+        def has_a_ledger() -> None:
+            if workload.poll() is not None:
+                pytest.fail(workload.communicate()[0])
+            assert ensemble_or_none(cluster, topic), f"{topic} has no ledger yet"
+
+        eventually(has_a_ledger, timeout=90, interval=1, what=f"{topic} having a ledger after the workload started")
+        time.sleep(10)  # deliberate: ten seconds of traffic before the caller's operation
         yield workload
     finally:
         if workload.poll() is None:

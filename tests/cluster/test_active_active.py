@@ -5,7 +5,6 @@ no acknowledged message lost, none stored twice, and every one replicated to the
 
 from __future__ import annotations
 
-import time
 import uuid
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.topology import Role
 from pulsarlab.verify import Expectations, verify
 from pulsarlab.workload.run import WorkloadConfig
+from tests.eventually import eventually
 
 pytestmark = pytest.mark.cluster
 A, B = "cluster-a", "cluster-b"
@@ -98,7 +98,8 @@ def test_losing_every_eu_node_moves_topics_to_us_brokers_of_the_same_cluster_wit
 
 
 def _wait_alive(cluster: LocalCluster, names: tuple[str, ...], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while (down := [n for n in names if not cluster.alive(n)]) and time.monotonic() < deadline:
-        time.sleep(1)
-    assert not down, f"still down after {timeout:.0f} s: {down}"
+    def all_alive() -> None:
+        down = [n for n in names if not cluster.alive(n)]
+        assert not down, f"still down: {down}"
+
+    eventually(all_alive, timeout=timeout, interval=1, what=f"{', '.join(names)} alive")

@@ -27,6 +27,7 @@ from pulsarlab.runtime import cgroup
 from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.runtime.roundtrip import client
 from pulsarlab.topology import Role, load
+from tests.eventually import eventually
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,10 +119,11 @@ def test_partition_cuts_eu_from_us_both_ways_and_heal_restores_it(sync: LocalClu
     assert not connects(sync, "bk1-us", addr(sync, "zk"), 2181), "us still reaches ZooKeeper (in eu)"
     assert connects(sync, "pulsar1-eu", addr(sync, "pulsar2-eu"), web), "the partition cut eu from itself"
     # the nodes' own traffic hits the rules: us nodes' ZooKeeper pings, at least
-    deadline = time.monotonic() + 20
-    while netfilter.Iptables().dropped(ident) < 10 and time.monotonic() < deadline:
-        time.sleep(1)
-    assert netfilter.Iptables().dropped(ident) >= 10, "the cut dropped none of the nodes' own packets"
+
+    def dropped_10() -> None:
+        assert netfilter.Iptables().dropped(ident) >= 10, "the cut dropped none of the nodes' own packets"
+
+    eventually(dropped_10, timeout=20, interval=1, what="10 of the nodes' own packets dropped")
     assert ops.chaos_action(sync.state_dir, "partition", ["eu", "us"]).endswith(
         f"(0 new), comment '{netfilter.identity(sync.state_dir)} partition eu us'")  # re-running adds nothing
     healed = cli("chaos", "heal", "--state-dir", str(sync.state_dir))
@@ -162,10 +164,12 @@ def test_isolate_zk_cuts_only_that_node_from_zookeeper(sync: LocalCluster) -> No
     assert connects(sync, "pulsar1-us", zk, 2181)
     assert connects(sync, "pulsar2-us", addr(sync, "bk1-us"), 3181)
     # the broker's own ZooKeeper session is what is cut: its pings are dropped within seconds
-    ident, deadline = netfilter.identity(sync.state_dir), time.monotonic() + 20
-    while netfilter.Iptables().dropped(ident) == 0 and time.monotonic() < deadline:
-        time.sleep(1)
-    assert netfilter.Iptables().dropped(ident) > 0, "pulsar2-us sent ZooKeeper nothing the cut dropped"
+    ident = netfilter.identity(sync.state_dir)
+
+    def dropped_any() -> None:
+        assert netfilter.Iptables().dropped(ident) > 0, "pulsar2-us sent ZooKeeper nothing the cut dropped"
+
+    eventually(dropped_any, timeout=20, interval=1, what="a ZooKeeper ping of pulsar2-us dropped")
 
 
 def test_owner_and_ensemble_targets_name_what_the_admin_api_says(sync: LocalCluster) -> None:

@@ -28,6 +28,7 @@ from pulsarlab.runtime.docker.standalone import write_compose_files
 from pulsarlab.runtime.external import ExternalCluster
 from pulsarlab.topology import BUILTIN_DIR, BUILTINS, Role, load
 from tests.cluster.test_sync import _produce, assert_placed_in_both_regions
+from tests.eventually import EventuallyTimeout, eventually
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
@@ -43,15 +44,18 @@ def compose(file: Path, host: str, *args: str, timeout: float = 900) -> subproce
 
 def configure_exit(file: Path, host: str) -> int:
     """Wait for the one-shot ``configure`` service to exit; its exit code."""
-    deadline = time.monotonic() + CONFIGURE_TIMEOUT_S
-    while time.monotonic() < deadline:
+
+    def exited() -> int:
         ps = compose(file, host, "ps", "-a", "--format", "json", "configure").stdout.strip().splitlines()
         states = [json.loads(line) for line in ps if line.strip()]
-        if states and states[0]["State"] == "exited":
-            return int(states[0]["ExitCode"])
-        time.sleep(3)
-    tail = compose(file, host, "logs", "--tail", "30", "configure").stdout
-    raise AssertionError(f"configure did not exit within {CONFIGURE_TIMEOUT_S}s; its last lines:\n{tail}")
+        assert states and states[0]["State"] == "exited", states
+        return int(states[0]["ExitCode"])
+
+    try:
+        return eventually(exited, timeout=CONFIGURE_TIMEOUT_S, interval=3, what="the configure service exited")
+    except EventuallyTimeout as exc:
+        tail = compose(file, host, "logs", "--tail", "30", "configure").stdout
+        raise AssertionError(f"{exc}; its last lines:\n{tail}") from None
 
 
 @pytest.fixture(scope="module")

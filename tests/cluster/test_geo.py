@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 from pathlib import Path
 
 import pulsar
@@ -21,6 +20,7 @@ from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.verify import Expectations, verify
 from pulsarlab.workload.manifest import read_manifest
 from pulsarlab.workload.run import WorkloadConfig
+from tests.eventually import eventually
 
 pytestmark = pytest.mark.cluster
 EU, US = "cluster-eu", "cluster-us"
@@ -100,13 +100,12 @@ def test_a_replicated_subscription_lets_a_consumer_resume_on_the_other_cluster_n
     assert verdict.status == "pass", (verdict.reasons, verdict.counts())
 
     us = AdminClient(geo.admin_url(US))
-    deadline, backlog = time.monotonic() + 30, None
-    while time.monotonic() < deadline:
+
+    def backlog_small() -> None:
         backlog = _backlog(us, cfg.topic, cfg.subscription)
-        if backlog is not None and backlog <= 3 * cfg.rate:  # a snapshot a second, a little slack
-            break
-        time.sleep(1)
-    assert backlog is not None and backlog <= 3 * cfg.rate, f"{cfg.subscription} on {US}: backlog {backlog} of {acked}"
+        assert backlog is not None and backlog <= 3 * cfg.rate, f"backlog {backlog} of {acked}"  # a snapshot a second
+
+    eventually(backlog_small, timeout=30, interval=1, what=f"{cfg.subscription} on {US} caught up")
 
     # the consumer fails over: on cluster-us it gets only what followed the last snapshot
     client = pulsar.Client(geo.topo.service_url(US))

@@ -14,6 +14,7 @@ from pulsarlab.cli import app
 from pulsarlab.monitoring.grafana import queried_metrics
 from pulsarlab.monitoring.prometheus import Prometheus
 from pulsarlab.runtime.local import LocalCluster
+from tests.eventually import eventually
 
 pytestmark = pytest.mark.cluster
 EU, US = "cluster-eu", "cluster-us"
@@ -48,22 +49,25 @@ def test_prometheus_scrapes_every_node_and_the_dashboards_read_exported_metrics(
         replicated_traffic(geo)
         prom = Prometheus(geo.topo, geo.state_dir)
         wanted = queried_metrics()
-        deadline = time.monotonic() + 90
-        while (missing := wanted - prom.metric_names()) and time.monotonic() < deadline:
-            time.sleep(2)
-        assert not missing, f"dashboard queries name metrics no node exported within 90 s: {sorted(missing)}"
+
+        def all_exported() -> None:
+            missing = wanted - prom.metric_names()
+            assert not missing, f"dashboard queries name metrics no node exported: {sorted(missing)}"
+
+        eventually(all_exported, timeout=90, interval=2, what="every metric the dashboards query exported")
 
         # a frozen bookie stops answering its scrape: reported down by name, exit 3
         geo.pause_node("bk2-us")
         try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
+
+            def bk2_down() -> tuple[int, dict[str, str]]:
                 r = cli("monitoring", "status", "--state-dir", sd, "--json")
                 health = {t["node"]: t["health"] for t in json.loads(r.stdout)["targets"]}
-                if health["bk2-us"] == "down":
-                    break
-                time.sleep(1)
-            assert r.exit_code == 3 and health["bk2-us"] == "down"
+                assert health["bk2-us"] == "down", health
+                return r.exit_code, health
+
+            exit_code, health = eventually(bk2_down, timeout=60, interval=1, what="the paused bk2-us reported down")
+            assert exit_code == 3
             assert {n for n, h in health.items() if h != "up"} == {"bk2-us"}
         finally:
             geo.resume_node("bk2-us")

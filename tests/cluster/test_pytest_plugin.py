@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -16,6 +15,7 @@ import pytest
 
 from pulsarlab import ops
 from pulsarlab.distribution import cache_root
+from tests.eventually import eventually
 from tests.topology_files import builtin_at
 
 pytest_plugins = ["pytester"]
@@ -100,15 +100,17 @@ def test_xdist_workers_share_one_cluster(pytester: pytest.Pytester, project) -> 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "cancelled-ci-job"])
 def test_an_interrupted_run_takes_its_cluster_down(pytester: pytest.Pytester, project, sig: signal.Signals) -> None:
     state, args = project
-    pytester.makepyfile(test_user=USER_TEST.format(n=1) + "    time.sleep(300)\n")
+    pytester.makepyfile(test_user=USER_TEST.format(n=1) + "    time.sleep(300)\n")  # a test busy until interrupted
     inner = subprocess.Popen([sys.executable, "-m", "pytest", *args, "test_user.py"], cwd=pytester.path,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 300
-        while not seen(pytester):
-            assert inner.poll() is None, inner.communicate()[0]
-            assert time.monotonic() < deadline, "waited 300s for the user's test to have a cluster"
-            time.sleep(1)
+
+        def has_a_cluster() -> None:
+            if inner.poll() is not None:
+                pytest.fail(inner.communicate()[0])
+            assert seen(pytester), "the user's test has no cluster yet"
+
+        eventually(has_a_cluster, timeout=300, interval=1, what="the user's test having a cluster")
         inner.send_signal(sig)
         output = inner.communicate(timeout=120)[0]
     finally:

@@ -13,6 +13,7 @@ from pulsarlab.admin import metrics, placement
 from pulsarlab.admin.client import AdminClient
 from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.runtime.roundtrip import client
+from tests.eventually import eventually
 
 pytestmark = pytest.mark.cluster
 
@@ -128,16 +129,12 @@ def test_losing_both_eu_brokers_moves_the_topic_to_us_and_traffic_goes_on(sync: 
 def _failover_goes_on(sync: LocalCluster, sub: str, before: list[bytes]) -> None:
     admin = _admin(sync)
     us_hosts = {sync.topo.address_of(sync.topo.node(b)) for b in ("pulsar1-us", "pulsar2-us")}
-    deadline, owner = time.monotonic() + 90, None
-    while time.monotonic() < deadline:
-        try:
-            owner = admin.lookup(TOPIC)
-            if owner.host in us_hosts:
-                break
-        except Exception:  # the lookup fails while the bundle is being reassigned
-            pass
-        time.sleep(1)
-    assert owner is not None and owner.host in us_hosts, owner
+
+    def owned_in_us() -> None:
+        owner = admin.lookup(TOPIC)  # fails while the bundle is being reassigned
+        assert owner.host in us_hosts, owner
+
+    eventually(owned_in_us, timeout=90, interval=1, what=f"{TOPIC} owned by a us broker")
     after = [f"after-failover-{i}".encode() for i in range(100)]
     _produce(sync, after)
     got = _drain(sync, TOPIC, set(before) | set(after), timeout=90, subscription=sub)

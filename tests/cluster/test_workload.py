@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 from typer.testing import CliRunner
 
 from pulsarlab import ops
@@ -23,6 +24,7 @@ from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.workload.driver import DriverProcess, driver_classes
 from pulsarlab.workload.manifest import read_manifest
 from pulsarlab.workload.run import WorkloadConfig
+from tests.eventually import eventually
 
 runner = CliRunner()
 RUN_ID = re.compile(r"r\d{8}-\d{6}-[0-9a-f]{4}")
@@ -110,11 +112,14 @@ def test_a_killed_producer_keeps_what_it_had_recorded(smoke: LocalCluster, tmp_p
     try:
         assert d.ready.wait(60), d.log_tail()
         d.tell(f"start {time.time_ns() // 1_000_000 + 60_000}")
-        deadline = time.monotonic() + 60
-        while d.counts["acked"] < 3000:
-            assert time.monotonic() < deadline and d.alive, (d.counts, d.log_tail())
-            time.sleep(0.05)
-        acked_before_kill = d.counts["acked"]
+
+        def acked_3000() -> int:
+            if not d.alive:
+                pytest.fail(f"the driver died: {d.counts} {d.log_tail()}")
+            assert d.counts["acked"] >= 3000, d.counts
+            return d.counts["acked"]
+
+        acked_before_kill = eventually(acked_3000, timeout=60, interval=0.05, what="3000 sends acknowledged")
     finally:
         d.kill()
     history = read_history(tmp_path)
@@ -131,15 +136,16 @@ def kill_reader_mid_scan(out: Path, killed: list[int], timeout: float = 300) -> 
     """SIGKILL the reader driver of the run writing ``out`` (found by its config file) once its journal
     shows it reading."""
     config, journal = str(out / "_driver-read-smoke.json"), out / "read-smoke.events"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if journal.exists() and journal.stat().st_size >= 80:
-            for proc in psutil.process_iter(["pid", "cmdline"]):
-                if config in (proc.info["cmdline"] or []):
-                    os.kill(proc.info["pid"], signal.SIGKILL)
-                    killed.append(proc.info["pid"])
-                    return
-        time.sleep(0.02)
+
+    def reading_reader() -> int:
+        assert journal.exists() and journal.stat().st_size >= 80, "the reader's journal shows no reading yet"
+        pids = [p.info["pid"] for p in psutil.process_iter(["pid", "cmdline"]) if config in (p.info["cmdline"] or [])]
+        assert pids, f"no process runs {config}"
+        return pids[0]
+
+    pid = eventually(reading_reader, timeout=timeout, interval=0.02, what="the reader driver reading")
+    os.kill(pid, signal.SIGKILL)
+    killed.append(pid)
 
 
 def test_runs_share_a_topic_without_sharing_producers_and_a_killed_reader_fails_the_run(

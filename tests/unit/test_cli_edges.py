@@ -147,7 +147,7 @@ def test_logs_follow_prints_what_is_appended(stopped: Path) -> None:
     log.write_text("before\n")
 
     def append() -> None:
-        time.sleep(0.6)
+        time.sleep(0.6)  # deliberate: appended once `logs -f` has printed what was there
         with open(log, "a") as fh:
             fh.write("appended while following\n")
 
@@ -170,7 +170,7 @@ def test_logs_follow_ends_at_ctrl_c_with_exit_0(stopped: Path) -> None:
                             cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline() == "the last line so far\n"
-        time.sleep(0.5)
+        time.sleep(0.5)  # deliberate: Ctrl-C while it follows, not before
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     finally:

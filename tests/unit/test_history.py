@@ -8,7 +8,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,6 +21,7 @@ from pulsarlab.history import (
     recover_journals,
     write_table,
 )
+from tests.eventually import eventually
 
 
 def in_threads(target, args: list) -> None:
@@ -63,10 +63,11 @@ def test_bad_rows_are_refused(tmp_path: Path) -> None:
 def test_periodic_flush_reaches_the_journal_without_close(tmp_path: Path) -> None:
     w = HistoryWriter(tmp_path, "consumer", flush_rows=1_000_000, flush_seconds=0.05)
     w.append(op="receive", producer="p", seq=1)
-    deadline = time.monotonic() + 5
-    while read_journal(w.journal_path).num_rows == 0 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert read_journal(w.journal_path).num_rows == 1
+
+    def one_row_flushed() -> None:
+        assert read_journal(w.journal_path).num_rows == 1
+
+    eventually(one_row_flushed, timeout=5, interval=0.02, what="the periodic flush of the journal")
     w.close()
 
 
@@ -91,7 +92,7 @@ CHILD = textwrap.dedent(
     for seq in range(250):  # 200 rows flushed in two batches, 50 still buffered
         w.append(op="send", type="invoke", producer="p", seq=seq)
     print("ready", flush=True)
-    time.sleep(60)
+    time.sleep(60)  # stays up until the test kills it
     """
 )
 

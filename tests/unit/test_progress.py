@@ -92,7 +92,7 @@ def test_download_bytes_are_the_growing_part_file(tmp_path: Path) -> None:
         for _ in range(6):
             with open(part, "ab") as fh:
                 fh.write(b"x" * 1000)
-            time.sleep(0.05)
+            time.sleep(0.05)  # deliberate: a download that grows over several of the watcher's ticks
         part.rename(tarball)
 
     with distribution.watching_download(tarball, Recorder(), interval=0.02):

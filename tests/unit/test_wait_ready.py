@@ -27,7 +27,7 @@ def wait(*args: str) -> tuple[subprocess.CompletedProcess, float]:
 @pytest.fixture
 def logs(tmp_path: Path) -> Path:
     (tmp_path / "old.log").write_text("an older log\n")
-    time.sleep(0.01)
+    time.sleep(0.01)  # deliberate: broker.log is the newer of the two
     (tmp_path / "broker.log").write_text("".join(f"line {i}\n" for i in range(100)) + "java.net.BindException: in use\n")
     return tmp_path
 
