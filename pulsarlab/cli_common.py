@@ -45,7 +45,7 @@ def print_whole(console: Console, table: Table) -> None:
         console.print(table)
         return
     wide = Console(file=console.file, width=needed, force_terminal=console.is_terminal, no_color=console.no_color,
-                   color_system=console.color_system and "auto")
+                   color_system="auto" if console.color_system else None)
     wide.print(table)
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.progress import Progress, ProgressColumn, SpinnerColumn, Task, TaskID, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
@@ -27,7 +27,7 @@ QuietOpt = Annotated[
 class MarkColumn(SpinnerColumn):
     """A spinner while the step runs; a green tick once it ended well, a red cross if not."""
 
-    def render(self, task: Task) -> Text:
+    def render(self, task: Task) -> RenderableType:
         ok = task.fields.get("ok")
         if ok is None:
             return super().render(task)
@@ -72,7 +72,7 @@ class RichReporter(Reporter):
         task = self.tasks.get(key)
         if task is None:
             return
-        fields = {} if status is None else {"status": status}
+        fields: dict[str, Any] = {} if status is None else {"status": status}
         self.progress.update(task, completed=completed, **fields)
 
     def end(self, key: str, status: str = "done", ok: bool = True) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -29,7 +29,7 @@ def register(app: typer.Typer) -> None:
 @reported
 def list_cmd(as_json: JsonOpt = False) -> None:
     """List the built-in scenarios; one that needs a fault action not registered here says which."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in model.builtin_names():
         try:
             sc = model.load(name)

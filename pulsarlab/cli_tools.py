@@ -64,6 +64,7 @@ def logs_cmd(
             for text in log.lines:
                 print(f"{log.node} | {text}")
         return
+    assert node is not None  # checked above: one NODE or --all
     for text in logs.tail(cluster, node, lines, since).lines:
         print(text)
     if follow:

@@ -82,6 +82,7 @@ def render_topology(
         from pulsarlab.ansible.inventory import render_ansible
 
         artifact = Path(dist).expanduser().resolve() if dist and Path(dist).is_file() else None
+        assert resolved is not None  # resolved above for every ansible render
         return render_ansible(topo, out_dir, resolved.version, base, artifact)
     if runtime == "docker":  # the nodes' configuration with container paths, plus the compose file
         from pulsarlab.runtime.docker.compose import render_compose
@@ -301,7 +302,7 @@ def prepare_topic(cluster: Deployment, target: Target, cfg: WorkloadConfig) -> N
 def workload_run(
     state_dir: Path | None, cfg: WorkloadConfig, out: Path, cluster_name: str | None = None, region: str | None = None,
     tick=None, consume_cluster: str | None = None, replication_timeout: float = 60.0, progress: Reporter = NO_PROGRESS,
-    before_read: Callable[[], None] | None = None,
+    before_read: Callable[[], object] | None = None,
 ) -> WorkloadResult:
     """Run a workload; ``before_read`` runs once producing is over, before storage is read back."""
     cluster = open_cluster(state_dir)

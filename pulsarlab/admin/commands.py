@@ -74,7 +74,7 @@ def rack_document(topo: Topology, cluster: str) -> dict[str, dict[str, dict[str,
     doc: dict[str, dict[str, dict[str, str]]] = {}
     for it in desired_state(topo, cluster, with_shared=False):
         if it.kind == "rack" and it.desired is not None:
-            doc.setdefault(it.desired["group"], {})[it.name] = {"rack": it.desired["rack"]}
+            doc.setdefault(it.wanted["group"], {})[it.name] = {"rack": it.wanted["rack"]}
     return doc
 
 
@@ -98,11 +98,11 @@ def racks_seed_script(topo: Topology) -> str:
 def _rack_lines(items: list[Item]) -> list[str]:
     lines = []
     for it in items:
-        want = it.desired["rack"]
+        want = it.wanted["rack"]
         entry = f'$(grep -o {shlex.quote(chr(34) + it.name + chr(34) + ":{[^}]*}")} <<<"$racks" | head -n1)'
         got = f'"$(j_value rack "{entry}" | sed "s#^/##")"'
         fix = _write("URL", "bookies", "set-bookie-rack", "--bookie", it.name, "--hostname", it.name,
-                     "--group", it.desired["group"], "--rack", want)
+                     "--group", it.wanted["group"], "--rack", want)
         lines.append(_check(f"rack {it.name}", got, want) + " || " + fix)
     return lines
 
@@ -118,7 +118,7 @@ def _read(var: str, *args: str, missing_ok: bool = False) -> str:
 
 
 def _cluster_lines(it: Item) -> list[str]:
-    d, label = it.desired, f"cluster {it.name}"
+    d, label = it.wanted, f"cluster {it.name}"
     return [
         _read("doc", "clusters", "get", it.name),
         _check(f"{label} serviceUrl", '"$(j_value serviceUrl "$doc")"', d["serviceUrl"]) + " && "
@@ -128,11 +128,11 @@ def _cluster_lines(it: Item) -> list[str]:
 
 
 def _tenant_lines(it: Item) -> list[str]:
-    clusters = ",".join(it.desired["allowedClusters"])
+    clusters = ",".join(it.wanted["allowedClusters"])
     create = _write("URL", "tenants", "create", it.name, "--allowed-clusters", clusters)
     update = _write("URL", "tenants", "update", it.name, "--allowed-clusters", clusters)
     same = _check(f"tenant {it.name} allowedClusters", '"$(j_list allowedClusters "$doc")"',
-                  _sorted_csv(it.desired["allowedClusters"]))
+                  _sorted_csv(it.wanted["allowedClusters"]))
     return [
         _read("doc", "tenants", "get", it.name, missing_ok=True),
         f'if [[ -z "$doc" ]]; then missing tenant {it.name}; {create}; else {same} || {update}; fi',
@@ -140,18 +140,18 @@ def _tenant_lines(it: Item) -> list[str]:
 
 
 def _namespace_lines(ns: Item, persistence: Item | None) -> list[str]:
-    clusters = ",".join(ns.desired["replication_clusters"])
+    clusters = ",".join(ns.wanted["replication_clusters"])
     create = _write("URL", "namespaces", "create", ns.name, "--clusters", clusters)
     lines = [
         _read("doc", "namespaces", "policies", ns.name, missing_ok=True),
         f'if [[ -z "$doc" ]]; then missing namespace {ns.name}; {create}; '
         + _read("doc", "namespaces", "policies", ns.name, missing_ok=True) + "; fi",
         _check(f"namespace {ns.name} replication_clusters", '"$(j_list replication_clusters "$doc")"',
-               _sorted_csv(ns.desired["replication_clusters"]))
+               _sorted_csv(ns.wanted["replication_clusters"]))
         + " || " + _write("URL", "namespaces", "set-clusters", ns.name, "--clusters", clusters),
     ]
     if persistence is not None:
-        p = persistence.desired
+        p = persistence.wanted
         want = f'{p["bookkeeperEnsemble"]}/{p["bookkeeperWriteQuorum"]}/{p["bookkeeperAckQuorum"]}/0.0'
         got = ('"$(j_value bookkeeperEnsemble "$doc")/$(j_value bookkeeperWriteQuorum "$doc")/'
                '$(j_value bookkeeperAckQuorum "$doc")/$(j_value managedLedgerMaxMarkDeleteRate "$doc")"')
@@ -163,7 +163,7 @@ def _namespace_lines(ns: Item, persistence: Item | None) -> list[str]:
 
 
 def _isolation_lines(it: Item) -> list[str]:
-    d = it.desired
+    d = it.wanted
     params = ",".join(f"{k}={v}" for k, v in d["auto_failover_policy"]["parameters"].items())
     label = f"isolation {it.cluster}/{it.name}"
     got = ('"$(j_list namespaces "$pol");$(j_list primary "$pol");$(j_list secondary "$pol");'

@@ -77,6 +77,13 @@ class Item:
     def label(self) -> str:
         return f"{self.kind} {self.name}"
 
+    @property
+    def wanted(self) -> dict[str, Any]:
+        """The desired fields of an object that must exist."""
+        if self.desired is None:
+            raise ValueError(f"{self.label} must not exist: it has no desired fields")
+        return self.desired
+
 
 @dataclass
 class Report:
@@ -267,20 +274,20 @@ def apply_item(admin: AdminClient, it: Item) -> None:
             admin.set_rack(it.name, it.desired["group"], it.desired["rack"])
     elif it.kind == "cluster":
         # an update replaces the whole registration: keep the fields the topology does not decide
-        admin.put_cluster(it.name, {**(it.current or {}), **it.desired}, create=it.current is None)
+        admin.put_cluster(it.name, {**(it.current or {}), **it.wanted}, create=it.current is None)
     elif it.kind == "tenant":
-        merged = {"adminRoles": [], **(it.current or {}), **it.desired}
+        merged = {"adminRoles": [], **(it.current or {}), **it.wanted}
         admin.put_tenant(it.name, merged, create=it.current is None)
     elif it.kind == "namespace":
         if it.current is None:
-            admin.create_namespace(it.name, dict(it.desired))
+            admin.create_namespace(it.name, dict(it.wanted))
         else:
-            admin.set_replication(it.name, it.desired["replication_clusters"])
+            admin.set_replication(it.name, it.wanted["replication_clusters"])
     elif it.kind == "permission":
-        for role, actions in it.desired.items():
+        for role, actions in it.wanted.items():
             admin.grant(it.name, role, actions)
     elif it.kind == "persistence":
-        admin.set_persistence(it.name, it.desired)
+        admin.set_persistence(it.name, it.wanted)
     elif it.kind == "isolation":
         if it.desired is None:
             admin.request("DELETE", f"/admin/v2/clusters/{it.cluster}/namespaceIsolationPolicies/{it.name}")

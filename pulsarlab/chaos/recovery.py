@@ -31,7 +31,7 @@ def down_bookies(cluster: Deployment) -> set[str]:
             if not cluster.alive(b.name)}
 
 
-def gaps(report: placement.PlacementReport, down: set[str] = frozenset()) -> list[str]:
+def gaps(report: placement.PlacementReport, down: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """What keeps the report's ledgers from being fully replicated (empty when they are): a copy
     on an unregistered bookie or on one of ``down``, or a region without a copy."""
     out = []

@@ -97,11 +97,11 @@ def load(directories: str | Path | Sequence[str | Path], verdict_path: str | Pat
     if events.num_rows == 0:
         raise ReportInputError(f"nothing to plot in {', '.join(map(str, dirs))}: no send, receive or ack events")
     vpath = Path(verdict_path) if verdict_path is not None else (dirs[0] / VERDICT_FILE if len(dirs) == 1 else None)
-    if verdict_path is not None and not vpath.is_file():
+    if verdict_path is not None and vpath is not None and not vpath.is_file():
         raise UsageError(f"no verdict file: {vpath}")
     verdict = _json(vpath, dict) if vpath is not None and vpath.is_file() else None
     run = RunDir(dirs, events, manifests, verdict, vpath, sources=sources)
-    if verdict is not None:
+    if verdict is not None and vpath is not None:
         run.verdict_warnings = _verdict_warnings(dirs, vpath, verdict)
     for d in dirs:
         if (d / FAULTS_FILE).is_file():

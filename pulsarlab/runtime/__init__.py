@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
+from typing import Any
 
 from pulsarlab.deployment import Deployment, Say, quiet
 from pulsarlab.errors import StateError, UsageError
@@ -19,7 +20,7 @@ RUNTIMES: dict[str, str] = {
 """Runtime name -> ``module:class`` (imported only when used: docker needs python-on-whales)."""
 
 
-def runtime_class(name: str) -> type:
+def runtime_class(name: str) -> type[Any]:  # a NodeRuntime subclass, looked up by name
     if name not in RUNTIMES:
         raise UsageError(f"unknown runtime {name!r}: choose one of {', '.join(RUNTIMES)}")
     module, cls = RUNTIMES[name].split(":")

@@ -130,9 +130,12 @@ class NodeRuntime(abc.ABC):
         out = []
         for n in self.topo.nodes:
             addr = self.topo.address_of(n)
-            url = {Role.BROKER: lambda n=n: self.topo.broker_web_url(n),
-                   Role.BOOKIE: lambda n=n, a=addr: f"http://{a}:{n.port('http')}"}.get(n.role)
-            out.append(NodeEndpoint(n.name, n.role.value, n.cluster, n.region, addr, url() if url else None))
+            url: str | None = None
+            if n.role == Role.BROKER:
+                url = self.topo.broker_web_url(n)
+            elif n.role == Role.BOOKIE:
+                url = f"http://{addr}:{n.port('http')}"
+            out.append(NodeEndpoint(n.name, n.role.value, n.cluster, n.region, addr, url))
         return out
 
     def client_auth(self, role: str | None = None) -> ClientAuth | None:
@@ -263,7 +266,7 @@ class NodeRuntime(abc.ABC):
                 if early and brokers_ready is not None:
                     brokers_ready(self)
                 bookies_ready.result()
-            for c in dict.fromkeys(n.cluster for n in bookies):
+            for c in dict.fromkeys(n.cluster for n in bookies if n.cluster is not None):  # a bookie always has one
                 self.wait_writable_bookies(c)
             brokers = [n for n in brokers if n not in early]
         if not brokers:
@@ -393,8 +396,8 @@ class NodeRuntime(abc.ABC):
         self.forget([n.name for n in missing])  # pids of processes that are gone (a crash, a reboot)
         fresh = not self.state.initialized
         self.check_ports(missing)
-        self.distribution()
-        self.state.distribution, self.state.version = str(self.dist.home), self.dist.version
+        dist = self.distribution()
+        self.state.distribution, self.state.version = str(dist.home), dist.version
         security_material.ensure(self.topo, self.state_dir)  # kept as is when it exists
         self.prepare(missing)
         self.state.save(self.state_dir)

@@ -45,7 +45,7 @@ class LocalCluster(NodeRuntime):
     def process_info(self, name: str) -> tuple[int | None, bool, bool]:
         rec = self.record(name)
         alive = rec is not None and rec.alive()
-        return (rec.pid if rec else None), alive, alive and rec.paused()
+        return (rec.pid if rec else None), alive, rec is not None and alive and rec.paused()
 
     def stop_process(self, name: str, kill: bool) -> None:
         rec = self.record(name)

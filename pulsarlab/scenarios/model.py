@@ -300,7 +300,7 @@ def _check_fault(step: Step, topo: Topology, source: str, field: str, namespace:
         raise ScenarioError(source, field, f"unknown fault action {fault.action!r}: registered actions are "
                                            f"{', '.join(sorted(chaos.ACTIONS))}")
     try:
-        chaos.check(_TopologyOnly(topo), fault)  # type: ignore[arg-type]
+        chaos.check(_TopologyOnly(topo), fault)
     except _NeedsCluster:
         pass  # this action checks its arguments against a running cluster: done again before the run's faults start
     except ValueError as exc:

@@ -12,7 +12,7 @@ import ipaddress
 import re
 from collections import Counter
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -223,7 +223,7 @@ class Topology(_Strict):
         return out
 
 
-def parse(data: dict, loopback: bool = True) -> Topology:
+def parse(data: dict[str, Any], loopback: bool = True) -> Topology:
     """Build and validate a topology from plain data (a parsed YAML file); ``loopback=False`` for
     nodes on hosts of their own (an Ansible inventory), whose addresses are not this machine's."""
     try:
@@ -285,9 +285,24 @@ def _dupes(names: list[str]) -> list[str]:
     return [n for n, c in Counter(names).items() if c > 1]
 
 
-def validate(t: Topology, loopback: bool = True) -> None:  # noqa: C901 - one rule after another reads best as a list
+def validate(t: Topology, loopback: bool = True) -> None:
     """Check every cross-field rule; raise TopologyError on the first violation. ``loopback``:
     every node on 127.0.0.0/8 (one machine's runtimes)."""
+    _check_basics(t)
+    clusters = {c.name for c in t.clusters}
+    for i, n in enumerate(t.nodes):
+        _check_node(t, f"nodes[{i}]({n.name})", n, clusters, loopback)
+    _check_port_clashes(t)
+    for ci, c in enumerate(t.clusters):
+        _check_cluster(t, f"clusters[{ci}]({c.name})", c)
+    for ti, x in enumerate(t.tenants):
+        _check_tenant(f"tenants[{ti}]({x.name}).clusters", x, clusters)
+    tenants = {x.name: x for x in t.tenants}
+    for ni, ns in enumerate(t.namespaces):
+        _check_namespace(t, f"namespaces[{ni}]({ns.name})", ns, tenants)
+
+
+def _check_basics(t: Topology) -> None:
     for field, names in (
         ("regions", t.regions),
         ("nodes", [n.name for n in t.nodes]),
@@ -303,109 +318,111 @@ def validate(t: Topology, loopback: bool = True) -> None:  # noqa: C901 - one ru
         raise TopologyError("regions", "at least one region is needed")
     if t.security is not None:
         _check_security(t.security)
-    clusters = {c.name for c in t.clusters}
-    if not clusters:
+    if not t.clusters:
         raise TopologyError("clusters", "at least one cluster is needed")
     if not t.nodes_of(Role.ZOOKEEPER):
         raise TopologyError("nodes", "at least one zookeeper node is needed")
 
-    for i, n in enumerate(t.nodes):
-        f = f"nodes[{i}]({n.name})"
-        if n.region not in t.regions:
-            raise TopologyError(f"{f}.region", f"unknown region {n.region!r} (regions: {', '.join(t.regions)})")
-        if n.role == Role.ZOOKEEPER:
-            if n.cluster is not None:
-                raise TopologyError(f"{f}.cluster", "a zookeeper node serves every cluster; leave cluster unset")
-        elif n.cluster not in clusters:
-            raise TopologyError(f"{f}.cluster", f"unknown cluster {n.cluster!r} (clusters: {', '.join(sorted(clusters))})")
-        for kind in n.ports:
-            if kind not in DEFAULT_PORTS[n.role.value]:
-                raise TopologyError(f"{f}.ports.{kind}", f"a {n.role.value} has ports {sorted(DEFAULT_PORTS[n.role.value])}")
-        for kind in DEFAULT_PORTS[n.role.value]:
-            if not 1 <= n.port(kind) <= 65535:
-                raise TopologyError(f"{f}.ports.{kind}", f"port {n.port(kind)} out of range 1..65535")
-        try:
-            ip = ipaddress.ip_address(t.address_of(n))
-        except ValueError:
-            raise TopologyError(f"{f}.address", f"not an IP address: {n.address!r}") from None
-        if loopback and not ip.is_loopback:
-            raise TopologyError(f"{f}.address", f"{ip} is not a loopback address; nodes run on 127.0.0.0/8")
-        if n.rack is not None and n.role == Role.ZOOKEEPER:
-            raise TopologyError(f"{f}.rack", "racks apply to bookies and brokers only")
 
+def _check_node(t: Topology, f: str, n: Node, clusters: set[str], loopback: bool) -> None:
+    if n.region not in t.regions:
+        raise TopologyError(f"{f}.region", f"unknown region {n.region!r} (regions: {', '.join(t.regions)})")
+    if n.role == Role.ZOOKEEPER:
+        if n.cluster is not None:
+            raise TopologyError(f"{f}.cluster", "a zookeeper node serves every cluster; leave cluster unset")
+    elif n.cluster not in clusters:
+        raise TopologyError(f"{f}.cluster", f"unknown cluster {n.cluster!r} (clusters: {', '.join(sorted(clusters))})")
+    for kind in n.ports:
+        if kind not in DEFAULT_PORTS[n.role.value]:
+            raise TopologyError(f"{f}.ports.{kind}", f"a {n.role.value} has ports {sorted(DEFAULT_PORTS[n.role.value])}")
+    for kind in DEFAULT_PORTS[n.role.value]:
+        if not 1 <= n.port(kind) <= 65535:
+            raise TopologyError(f"{f}.ports.{kind}", f"port {n.port(kind)} out of range 1..65535")
+    try:
+        ip = ipaddress.ip_address(t.address_of(n))
+    except ValueError:
+        raise TopologyError(f"{f}.address", f"not an IP address: {n.address!r}") from None
+    if loopback and not ip.is_loopback:
+        raise TopologyError(f"{f}.address", f"{ip} is not a loopback address; nodes run on 127.0.0.0/8")
+    if n.rack is not None and n.role == Role.ZOOKEEPER:
+        raise TopologyError(f"{f}.rack", "racks apply to bookies and brokers only")
+
+
+def _check_port_clashes(t: Topology) -> None:
     seen: dict[tuple[str, int], str] = {}
     for n, addr, port in t.endpoints():
         if (addr, port) in seen and seen[(addr, port)] != n.name:
             raise TopologyError(f"nodes({n.name}).ports", f"{addr}:{port} clashes with node {seen[(addr, port)]}")
         seen[(addr, port)] = n.name
 
-    for ci, c in enumerate(t.clusters):
-        f = f"clusters[{ci}]({c.name})"
-        bookies = t.nodes_of(Role.BOOKIE, c.name)
-        brokers = t.nodes_of(Role.BROKER, c.name)
-        if not bookies:
-            raise TopologyError(f, "a cluster needs at least one bookie")
-        if not brokers:
-            raise TopologyError(f, "a cluster needs at least one broker")
-        if c.metadata_root and not c.metadata_root.startswith("/"):
-            raise TopologyError(f"{f}.metadata_root", "must start with '/'")
-        regions = {b.region for b in bookies}
-        if c.placement == "region":
-            for b in bookies + brokers:
-                rack = t.rack_of(b) or ""
-                parts = rack.strip("/").split("/")
-                if len(parts) != 2 or parts[0] != b.region:
-                    raise TopologyError(
-                        f"nodes({b.name}).rack",
-                        "region-aware placement needs racks named '<region>/<rack>' starting with "
-                        f"the node's region {b.region!r} (got {rack!r})",
-                    )
-        _check_persistence(f"{f}.persistence", c.persistence, len(bookies), len(regions), c.placement)
-        names_here = {b.name for b in brokers}
-        for pi, p in enumerate(c.isolation):
-            pf = f"{f}.isolation[{pi}]({p.name})"
-            for ns in p.namespaces:
-                if ns not in {x.name for x in t.namespaces}:
-                    raise TopologyError(f"{pf}.namespaces", f"unknown namespace {ns!r}")
-            if not p.primary:
-                raise TopologyError(f"{pf}.primary", "at least one primary broker is needed")
-            for side in ("primary", "secondary"):
-                for b in getattr(p, side):
-                    if b != "*" and b not in names_here:
-                        raise TopologyError(f"{pf}.{side}", f"{b!r} is not a broker of cluster {c.name}")
-            if p.min_limit < 0:
-                raise TopologyError(f"{pf}.min_limit", "must be >= 0")
-            if not 0 <= p.usage_threshold <= 100:
-                raise TopologyError(f"{pf}.usage_threshold", "must be a percentage 0..100")
 
-    tenants = {x.name: x for x in t.tenants}
-    for ti, x in enumerate(t.tenants):
-        if not x.clusters:
-            raise TopologyError(f"tenants[{ti}]({x.name}).clusters", "a tenant needs at least one cluster")
-        for c in x.clusters:
-            if c not in clusters:
-                raise TopologyError(f"tenants[{ti}]({x.name}).clusters", f"unknown cluster {c!r}")
-
-    for ni, ns in enumerate(t.namespaces):
-        f = f"namespaces[{ni}]({ns.name})"
-        if ns.name.count("/") != 1:
-            raise TopologyError(f"{f}.name", "a namespace is named '<tenant>/<namespace>'")
-        tenant = ns.name.split("/")[0]
-        if tenant not in tenants:
-            raise TopologyError(f"{f}.name", f"unknown tenant {tenant!r}")
-        for c in namespace_clusters(t, ns):
-            if c not in clusters:
-                raise TopologyError(f"{f}.clusters", f"unknown cluster {c!r}")
-            if c not in tenants[tenant].clusters:
-                raise TopologyError(f"{f}.clusters", f"cluster {c!r} is not allowed for tenant {tenant!r}")
-            if ns.persistence:
-                cl = t.cluster(c)
-                bookies = t.nodes_of(Role.BOOKIE, c)
-                _check_persistence(
-                    f"{f}.persistence", ns.persistence, len(bookies), len({b.region for b in bookies}), cl.placement
+def _check_cluster(t: Topology, f: str, c: Cluster) -> None:
+    bookies = t.nodes_of(Role.BOOKIE, c.name)
+    brokers = t.nodes_of(Role.BROKER, c.name)
+    if not bookies:
+        raise TopologyError(f, "a cluster needs at least one bookie")
+    if not brokers:
+        raise TopologyError(f, "a cluster needs at least one broker")
+    if c.metadata_root and not c.metadata_root.startswith("/"):
+        raise TopologyError(f"{f}.metadata_root", "must start with '/'")
+    if c.placement == "region":
+        for b in bookies + brokers:
+            rack = t.rack_of(b) or ""
+            parts = rack.strip("/").split("/")
+            if len(parts) != 2 or parts[0] != b.region:
+                raise TopologyError(
+                    f"nodes({b.name}).rack",
+                    "region-aware placement needs racks named '<region>/<rack>' starting with "
+                    f"the node's region {b.region!r} (got {rack!r})",
                 )
-        if ns.replicated_subscriptions and len(namespace_clusters(t, ns)) < 2:
-            raise TopologyError(f"{f}.replicated_subscriptions", "needs a namespace replicated to two clusters or more")
+    _check_persistence(f"{f}.persistence", c.persistence, len(bookies), len({b.region for b in bookies}), c.placement)
+    namespaces = {x.name for x in t.namespaces}
+    for pi, p in enumerate(c.isolation):
+        _check_isolation(f"{f}.isolation[{pi}]({p.name})", p, c.name, {b.name for b in brokers}, namespaces)
+
+
+def _check_isolation(pf: str, p: IsolationPolicy, cluster: str, brokers: set[str], namespaces: set[str]) -> None:
+    for ns in p.namespaces:
+        if ns not in namespaces:
+            raise TopologyError(f"{pf}.namespaces", f"unknown namespace {ns!r}")
+    if not p.primary:
+        raise TopologyError(f"{pf}.primary", "at least one primary broker is needed")
+    for side in ("primary", "secondary"):
+        for b in getattr(p, side):
+            if b != "*" and b not in brokers:
+                raise TopologyError(f"{pf}.{side}", f"{b!r} is not a broker of cluster {cluster}")
+    if p.min_limit < 0:
+        raise TopologyError(f"{pf}.min_limit", "must be >= 0")
+    if not 0 <= p.usage_threshold <= 100:
+        raise TopologyError(f"{pf}.usage_threshold", "must be a percentage 0..100")
+
+
+def _check_tenant(f: str, x: Tenant, clusters: set[str]) -> None:
+    if not x.clusters:
+        raise TopologyError(f, "a tenant needs at least one cluster")
+    for c in x.clusters:
+        if c not in clusters:
+            raise TopologyError(f, f"unknown cluster {c!r}")
+
+
+def _check_namespace(t: Topology, f: str, ns: Namespace, tenants: dict[str, Tenant]) -> None:
+    if ns.name.count("/") != 1:
+        raise TopologyError(f"{f}.name", "a namespace is named '<tenant>/<namespace>'")
+    tenant = ns.name.split("/")[0]
+    if tenant not in tenants:
+        raise TopologyError(f"{f}.name", f"unknown tenant {tenant!r}")
+    for c in namespace_clusters(t, ns):
+        if c not in {x.name for x in t.clusters}:
+            raise TopologyError(f"{f}.clusters", f"unknown cluster {c!r}")
+        if c not in tenants[tenant].clusters:
+            raise TopologyError(f"{f}.clusters", f"cluster {c!r} is not allowed for tenant {tenant!r}")
+        if ns.persistence:
+            bookies = t.nodes_of(Role.BOOKIE, c)
+            _check_persistence(
+                f"{f}.persistence", ns.persistence, len(bookies), len({b.region for b in bookies}), t.cluster(c).placement
+            )
+    if ns.replicated_subscriptions and len(namespace_clusters(t, ns)) < 2:
+        raise TopologyError(f"{f}.replicated_subscriptions", "needs a namespace replicated to two clusters or more")
 
 
 def namespace_clusters(t: Topology, ns: Namespace) -> list[str]:

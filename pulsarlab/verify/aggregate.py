@@ -66,8 +66,8 @@ def aggregate(events: pa.Table, plan: Plan) -> pa.Table:
     columns = {"s": seg, "tag": tag, **{x: events.column(x).combine_chunks() for x in ("a", "b", "c", "d")}}
     subsets = {}  # op code -> its events (still in message order)
     for code in pc.unique(opc).to_pylist():
-        rows = pc.indices_nonzero(pc.equal(opc, code))
-        subsets[code] = {name: col.take(rows) for name, col in columns.items()}
+        where = pc.indices_nonzero(pc.equal(opc, code))
+        subsets[code] = {name: col.take(where) for name, col in columns.items()}
     none = {name: col.slice(0, 0) for name, col in columns.items()}
 
     def rows(op: str | int, where: Any = None) -> dict[str, pa.Array]:

@@ -180,7 +180,7 @@ def _failed_acks(batch: pa.RecordBatch, opc: pa.Array) -> pa.Array:
     return pc.if_else(failed, 0, opc)
 
 
-def _sid(batch: pa.RecordBatch, ctx: Context) -> pa.Array | None:
+def _sid(batch: pa.RecordBatch, ctx: Context) -> pa.Array:
     """The subscription id of each row from (cluster, subscription); null when none matches."""
     n = batch.num_rows
     if len(ctx.subs) <= 1:
@@ -205,7 +205,10 @@ def encode(batch: pa.RecordBatch, ctx: Context, op: str | None = None) -> pa.Rec
         pidx = pidx.drop_null()
     n = batch.num_rows
     names = batch.schema.names
-    column = lambda name: batch.column(name) if name in names else pa.nulls(n, pa.int64())  # noqa: E731
+
+    def column(name: str) -> pa.Array:
+        return batch.column(name) if name in names else pa.nulls(n, pa.int64())
+
     opc = _opc(batch, op)
     if len(ctx.clusters) > 1:
         lookup: dict[Any, int] = {c: i for i, c in enumerate(ctx.clusters)}

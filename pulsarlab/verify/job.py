@@ -147,11 +147,11 @@ class _Job:
         files = [(ops, path, pq.ParquetFile(path).metadata) for ops, paths in self.d.files.items() for path in paths]
         rows = sum(meta.num_rows for _, _, meta in files)
         target = max(1 << 16, min(1 << 20, rows // (3 * self.cores) + 1))  # several waves per core
-        out = []
+        out: list[Unit] = []
         for ops, path, meta in files:
             needed = {"producer", "seq"}
-            for op in ops:
-                needed.update(NEEDS.get(op, _TYPES))
+            for kind in ops:
+                needed.update(NEEDS.get(kind, _TYPES))
             single = len(ops) == 1 and ops <= NEEDS.keys()
             names = set(meta.schema.to_arrow_schema().names)
             columns = tuple(c for c in _TYPES if c in names and (c in needed or (c == "op" and not single)))

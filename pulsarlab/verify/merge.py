@@ -68,7 +68,7 @@ def replication_delays(hist: dict[str, dict[int, int]], minmax: dict[str, int]) 
 def longest_gap(buckets: list[tuple[int, int, int, list[Gap]]], first_invoke: int, last_send: int) -> dict[str, Any]:
     """The longest interval without an ack from the buckets' first/last ack and longest inner gaps,
     with the run's first invoke and last send event as two more points."""
-    segments = [[lo, hi, list(top)] for _, lo, hi, top in sorted(buckets)]
+    segments: list[list[Any]] = [[lo, hi, list(top)] for _, lo, hi, top in sorted(buckets)]  # [first, last, gaps]
     for p in (first_invoke, last_send):
         inside = next((s for s in segments if s[0] < p < s[1]), None)
         if inside is None:

@@ -82,7 +82,8 @@ def true_only(mask: pa.Array) -> pa.Array:
 def first_rows(table: pa.Table, mask: pa.Array, k: int = MAX_EXAMPLES) -> list[dict[str, Any]]:
     """The first ``k`` rows where ``mask`` holds, by (pidx, seq), nulls first."""
     rows = table.filter(mask)
-    return rows.take(sort_indices(rows, [("pidx", "at_start"), ("seq", "at_start")])[:k]).to_pylist()
+    found: list[dict[str, Any]] = rows.take(sort_indices(rows, [("pidx", "at_start"), ("seq", "at_start")])[:k]).to_pylist()
+    return found
 
 
 def sort_indices(table: pa.Table, keys: list[tuple[str, str]]) -> pa.Array:

@@ -6,6 +6,7 @@ import contextlib
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -27,7 +28,7 @@ def spark_log() -> Path | None:
 
 
 @contextlib.contextmanager
-def _stderr_into(path: Path):
+def _stderr_into(path: Path) -> Iterator[None]:
     """Processes started in the block inherit ``path`` as their stderr (file descriptor 2); this
     process gets its own stderr back at the end. The Spark JVM is such a process: its log4j
     console output and the JVM's own warnings go to the file for its whole life."""

@@ -18,12 +18,12 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 HOST = "127.0.0.1"
 DAEMON_HEAP = "256m"
@@ -50,7 +50,8 @@ def scala_version(home: Path) -> str:
 def free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def _scaled(seconds: float) -> float:
@@ -91,10 +92,11 @@ class StandaloneCluster:
     def webui_url(self) -> str:
         return f"http://{HOST}:{self.webui_port}"
 
-    def state(self) -> dict:
+    def state(self) -> dict[str, Any]:
         """The master's own JSON view: workers, active and completed applications."""
         with urllib.request.urlopen(f"{self.webui_url}/json/", timeout=5) as r:
-            return json.load(r)
+            doc: dict[str, Any] = json.load(r)
+            return doc
 
     def start(self) -> StandaloneCluster:
         """Start the master, then the workers; return once every worker is registered ALIVE."""
@@ -188,4 +190,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -175,6 +175,8 @@ class Workload:
         urls = [u for u in self.target.read_admin_urls.get(cluster, "").split(",") if u]
         plan: list[dict[str, str | None]] = []
         for topic in topics:
+            end: str | None
+            error: str | None
             end, error = None, f"no admin URL for cluster {cluster}"
             for url in urls:  # the first broker that answers (some may be down after a fault)
                 try:

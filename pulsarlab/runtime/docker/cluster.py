@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Literal
 
 from python_on_whales import Container, DockerClient, DockerException
 
@@ -99,7 +100,9 @@ class DockerCluster(NodeRuntime):
     def process_info(self, name: str) -> tuple[int | None, bool, bool]:
         c = self._container(name)
         alive = c is not None and bool(c.state.running)
-        return (c.state.pid if alive else None), alive, alive and bool(c.state.paused)
+        if c is None or not alive:
+            return None, False, False
+        return c.state.pid, True, bool(c.state.paused)
 
     def stop_process(self, name: str, kill: bool) -> None:
         c = self._container(name)
@@ -134,7 +137,7 @@ class DockerCluster(NodeRuntime):
                     raise NodeStartError(f"init-{cluster}", "initialize-cluster-metadata to finish", limit,
                                          log_tail(log_path))
                 time.sleep(0.5)
-            rc = state.exit_code
+            rc = -1 if state.exit_code is None else state.exit_code  # none: the container never ran
         finally:
             if self.docker.container.exists(name):
                 self.docker.container.remove(name, force=True)
@@ -167,7 +170,7 @@ class DockerCluster(NodeRuntime):
     def project_volumes(self) -> list[str]:
         return [v.name for v in self.docker.volume.list(filters=self._ours())]
 
-    def _ours(self) -> list[tuple[str, str]]:
+    def _ours(self) -> list[tuple[Literal["label"], str]]:
         return [("label", f"com.docker.compose.project={self.project}")]
 
 
