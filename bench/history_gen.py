@@ -351,7 +351,7 @@ class History:
 
 def generate(directory: Path, n: int, kinds: set[str] | frozenset[str] = frozenset()) -> dict[str, Planted]:
     """Write a history of ``n`` sent messages with ``kinds`` planted; return what each kind alone should yield."""
-    from bench.history_plant import plant  # noqa: PLC0415 - the planting rules live next door
+    from bench.history_plant import plant  # the planting rules live next door
 
     if n < SPACING * 48:
         raise ValueError(f"need at least {SPACING * 48} messages to plant anomalies apart")

@@ -150,7 +150,7 @@ def drain(cluster: Deployment, out: Path, rate: float, outage: float, warmup: fl
     def work() -> None:
         try:
             done["result"] = ops.workload_run(cluster.state_dir, cfg, out, EU, replication_timeout=timeout)
-        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+        except BaseException as exc:  # handed to the main thread
             done["result"] = exc
 
     runner = threading.Thread(target=work, name="drain-workload", daemon=True)

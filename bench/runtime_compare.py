@@ -28,7 +28,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's pulsarlab first
 
-from pulsarlab.runtime import open_deployment  # noqa: E402
+from pulsarlab.runtime import open_deployment
 
 GIB = 1024**3
 

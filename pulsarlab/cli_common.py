@@ -90,7 +90,7 @@ def reported(fn):
             raise fail(str(exc), exc.exit_code, as_json, type(exc).__name__) from None
         except KeyboardInterrupt:
             raise fail("interrupted", 130, as_json, "KeyboardInterrupt") from None
-        except Exception as exc:  # noqa: BLE001 - the promise is: no traceback on the terminal, ever
+        except Exception as exc:  # the promise is: no traceback on the terminal, ever
             if _command_line_exit(exc):
                 raise
             log = log_traceback(exc)

@@ -345,7 +345,7 @@ def audit_subscription(service_url: str, topic: str, name: str = "pulsarlab-audi
         c = pulsar_client(service_url, auth=auth)
         try:
             c.subscribe(topic, name).unsubscribe()
-        except Exception:  # noqa: BLE001 - best effort: a leftover subscription only keeps data longer
+        except Exception:  # best effort: a leftover subscription only keeps data longer
             pass
         finally:
             c.close()

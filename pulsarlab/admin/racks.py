@@ -31,7 +31,7 @@ def write_rack_maps(cluster: Deployment) -> list[str]:
     zk = KazooClient(hosts=topo.zookeeper_connect(), timeout=ZK_TIMEOUT_S)
     try:
         zk.start(timeout=ZK_TIMEOUT_S)
-    except Exception as exc:  # noqa: BLE001 - kazoo raises its own timeout type
+    except Exception as exc:  # kazoo raises its own timeout type
         raise StateError(f"cannot reach ZooKeeper at {topo.zookeeper_connect()} to write the rack map: "
                          f"{exc or type(exc).__name__}") from None
     written = []

@@ -65,7 +65,7 @@ def delete_cookie(cluster: Deployment, bookie: str) -> bool:
     zk = KazooClient(hosts=cluster.topo.zookeeper_connect(), timeout=ZK_TIMEOUT_S)
     try:
         zk.start(timeout=ZK_TIMEOUT_S)
-    except Exception as exc:  # noqa: BLE001 - kazoo raises its own timeout type
+    except Exception as exc:  # kazoo raises its own timeout type
         raise StateError(f"cannot reach ZooKeeper at {cluster.topo.zookeeper_connect()} to remove the cookie "
                          f"of {bookie}: {exc or type(exc).__name__}") from None
     try:

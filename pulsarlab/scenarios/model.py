@@ -215,7 +215,7 @@ def _dotted(loc: list[str]) -> str:
     return out or "<root>"
 
 
-def validate(sc: Scenario, source: str) -> None:  # noqa: C901 - one rule after another
+def validate(sc: Scenario, source: str) -> None:
     """Cross-field rules: the topology and its overrides, the workload, faults, waits, checks."""
     try:
         topo = sc.topology_model()
@@ -224,6 +224,12 @@ def validate(sc: Scenario, source: str) -> None:  # noqa: C901 - one rule after 
     except KeyError as exc:
         section = exc.args[0].split(".", 1)[0]
         raise ScenarioError(source, f"topology.{exc.args[0]}", f"no such {section[:-1]} in the topology") from None
+    _check_workload(sc, topo, source)
+    _check_steps(sc, topo, source)
+    _check_expect(sc, topo, source)
+
+
+def _check_workload(sc: Scenario, topo: Topology, source: str) -> None:
     w = sc.workload
     known = {f.name for f in dataclasses.fields(WorkloadConfig)} - {"topic"}
     for k in w.config:
@@ -241,6 +247,10 @@ def validate(sc: Scenario, source: str) -> None:  # noqa: C901 - one rule after 
             raise ScenarioError(source, f"workload.{name}", f"no cluster {value!r} in topology {topo.name!r}")
     if w.namespace is not None and w.namespace not in {n.name for n in topo.namespaces}:
         raise ScenarioError(source, "workload.namespace", f"no namespace {w.namespace!r} in topology {topo.name!r}")
+
+
+def _check_steps(sc: Scenario, topo: Topology, source: str) -> None:
+    """Setup holds waits only; the schedule's times rise and end before producing does."""
     duration = sc.workload_config("x").duration
     previous = 0.0
     for section in ("setup", "schedule"):
@@ -258,7 +268,10 @@ def validate(sc: Scenario, source: str) -> None:  # noqa: C901 - one rule after 
             if step.wait is not None:
                 _check_condition(step, topo, source, f"{field}.wait")
             else:
-                _check_fault(step, topo, source, f"{field}.fault", w.namespace or topo.namespaces[0].name)
+                _check_fault(step, topo, source, f"{field}.fault", sc.workload.namespace or topo.namespaces[0].name)
+
+
+def _check_expect(sc: Scenario, topo: Topology, source: str) -> None:
     for c in [*sc.expect.expect_failure, *[c for v in sc.expect.checks.values() for c in v]]:
         if c not in CHECKS:
             raise ScenarioError(source, "expect", f"unknown check {c!r} (checks: {', '.join(CHECKS)})")

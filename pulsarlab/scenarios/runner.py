@@ -74,7 +74,7 @@ class StepRunner:
                 self.ended_ns.append(time.time_ns())
                 self.log.done.append(chaos.FaultRecord(now, wall, fault, done))
                 self.say(f"fault at {now:.1f}s: {done}")
-            except Exception as exc:  # noqa: BLE001 - reported in the verdict: the scenario did not do what it says
+            except Exception as exc:  # reported in the verdict: the scenario did not do what it says
                 self.log.errors.append(f"{fault} at {now:.1f}s: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
 
     def join(self) -> bool:

@@ -54,7 +54,6 @@ def aggregate(events: pa.Table, plan: Plan) -> pa.Table:
     new = run_starts(key)
     seg = pc.subtract(pc.cumulative_sum(pc.cast(new, pa.int64())), 1)
     firsts = pc.indices_nonzero(new)
-    m = len(firsts)
     out: dict[str, pa.Array] = {}
     if plan.one_key:
         out["mkey"] = key.take(firsts)
@@ -62,86 +61,113 @@ def aggregate(events: pa.Table, plan: Plan) -> pa.Table:
         out["pidx"] = events.column("pidx").take(firsts).combine_chunks()
         out["seq"] = events.column("seq").take(firsts).combine_chunks()
     tag = events.column("tag").combine_chunks()
-    opc = pc.bit_wise_and(tag, 15)
     columns = {"s": seg, "tag": tag, **{x: events.column(x).combine_chunks() for x in ("a", "b", "c", "d")}}
-    subsets = {}  # op code -> its events (still in message order)
-    for code in pc.unique(opc).to_pylist():
-        where = pc.indices_nonzero(pc.equal(opc, code))
-        subsets[code] = {name: col.take(where) for name, col in columns.items()}
-    none = {name: col.slice(0, 0) for name, col in columns.items()}
+    ev = _ByOp(columns, len(firsts))
+    _per_message(ev, plan, out)
+    _per_cluster(ev, plan, out)
+    _per_subscription(ev, plan, out)
+    return pa.table(out)
 
-    def rows(op: str | int, where: Any = None) -> dict[str, pa.Array]:
+
+class _ByOp:
+    """A task's events split by op (still in message order), and reductions of them to one value
+    per message slot (``m`` slots)."""
+
+    def __init__(self, columns: dict[str, pa.Array], m: int) -> None:
+        self.m = m
+        opc = pc.bit_wise_and(columns["tag"], 15)
+        self.subsets: dict[int, dict[str, pa.Array]] = {}  # op code -> its events
+        for code in pc.unique(opc).to_pylist():
+            where = pc.indices_nonzero(pc.equal(opc, code))
+            self.subsets[code] = {name: col.take(where) for name, col in columns.items()}
+        self.none = {name: col.slice(0, 0) for name, col in columns.items()}
+
+    def rows(self, op: str | int, where: Any = None) -> dict[str, pa.Array]:
         """The events of one op (a name or a code), those where ``where(tag)`` holds if given."""
-        t = subsets.get(OP_CODE.get(op, op) if isinstance(op, str) else op, none)
+        t = self.subsets.get(OP_CODE.get(op, -1) if isinstance(op, str) else op, self.none)
         if where is None or not len(t["s"]):
             return t
         mask = where(t["tag"])
         return {name: col.filter(mask) for name, col in t.items()}
 
-    def reduce(t: dict[str, pa.Array], values: str | pa.Array, how: str) -> pa.Array:
+    def reduce(self, t: dict[str, pa.Array], values: str | pa.Array, how: str) -> pa.Array:
         s, v = t["s"], t[values] if isinstance(values, str) else values
         if v.null_count:
             s, v = s.filter(v.is_valid()), v.drop_null()
-        return _scatter_reduce(s, v, how, m)
+        return _scatter_reduce(s, v, how, self.m)
 
-    def present(t: dict[str, pa.Array]) -> pa.Array:
+    def present(self, t: dict[str, pa.Array]) -> pa.Array:
         if not len(t["s"]):
-            return pa.repeat(False, m)
-        return pc.scatter(pa.repeat(True, len(t["s"])), t["s"], max_index=m - 1).is_valid()
+            return pa.repeat(False, self.m)
+        return pc.scatter(pa.repeat(True, len(t["s"])), t["s"], max_index=self.m - 1).is_valid()
 
-    def highest(arrays: list[pa.Array]) -> pa.Array:
-        return extreme(arrays, "max")
-
-    def extreme(arrays: list[pa.Array], how: str) -> pa.Array:
-        if len(arrays) == 1:
-            return arrays[0]
-        return (pc.max_element_wise if how == "max" else pc.min_element_wise)(*arrays, skip_nulls=True)
-
-    def bits(op: str, indices: range) -> pa.Array:
+    def bits(self, op: str, indices: range) -> pa.Array:
         """bit_or of ``1 << cid`` over the op's events: one presence test per cluster."""
-        total = pa.repeat(pa.scalar(0, pa.int64()), m)
+        total = pa.repeat(pa.scalar(0, pa.int64()), self.m)
         for i in indices:
-            here = present(rows(op, lambda t, i=i: pc.equal(_cid(t), i)))
+            here = self.present(self.rows(op, lambda t, i=i: pc.equal(_cid(t), i)))
             total = pc.add(total, pc.if_else(here, 1 << i, 0))
         return total
 
+
+def _highest(arrays: list[pa.Array]) -> pa.Array:
+    return _extreme(arrays, "max")
+
+
+def _extreme(arrays: list[pa.Array], how: str) -> pa.Array:
+    if len(arrays) == 1:
+        return arrays[0]
+    return (pc.max_element_wise if how == "max" else pc.min_element_wise)(*arrays, skip_nulls=True)
+
+
+def _per_message(ev: _ByOp, plan: Plan, out: dict[str, pa.Array]) -> None:
+    """Which kinds of send event each message has and their times, its payload hashes, where it
+    was read and received, and its key."""
     sends = ("invoke", "ok", "info", "fail")
-    kinds = pa.repeat(pa.scalar(0, pa.int64()), m)
+    kinds = pa.repeat(pa.scalar(0, pa.int64()), ev.m)
     for op in sends:
-        if OP_CODE[op] in subsets:
-            kinds = pc.add(kinds, pc.if_else(present(rows(op)), 1 << OP_CODE[op], 0))
+        if OP_CODE[op] in ev.subsets:
+            kinds = pc.add(kinds, pc.if_else(ev.present(ev.rows(op)), 1 << OP_CODE[op], 0))
     out["kinds"] = pc.cast(kinds, pa.int32())
-    out["invoke_ts"] = reduce(rows("invoke"), "a", "min")
-    out["ok_ts"] = reduce(rows("ok"), "a", "min")
-    out["last_send_ts"] = highest([reduce(rows(op), "a", "max") for op in sends])
-    ok = rows("ok", lambda t: pc.not_equal(_cid(t), NO_CLUSTER))
-    out["ok_cid"] = pc.cast(reduce(ok, _cid(ok["tag"]), "max"), pa.int32())
-    out["publish_ts"] = highest([reduce(rows(code), "c", "max") for code in subsets] or [pa.nulls(m, pa.int64())])
+    out["invoke_ts"] = ev.reduce(ev.rows("invoke"), "a", "min")
+    out["ok_ts"] = ev.reduce(ev.rows("ok"), "a", "min")
+    out["last_send_ts"] = _highest([ev.reduce(ev.rows(op), "a", "max") for op in sends])
+    ok = ev.rows("ok", lambda t: pc.not_equal(_cid(t), NO_CLUSTER))
+    out["ok_cid"] = pc.cast(ev.reduce(ok, _cid(ok["tag"]), "max"), pa.int32())
+    out["publish_ts"] = _highest([ev.reduce(ev.rows(code), "c", "max") for code in ev.subsets]
+                                 or [pa.nulls(ev.m, pa.int64())])
     # payload hashes: the one recorded at send, the lowest and highest seen in a delivery or in storage
-    out["hash_sent"] = reduce(rows("invoke"), "d", "max")
-    out["hash_lo"] = extreme([reduce(rows(op), "d", "min") for op in ("receive", "read")], "min")
-    out["hash_hi"] = highest([reduce(rows(op), "d", "max") for op in ("receive", "read")])
-    out["read_bits"] = bits("read", range(len(plan.clusters)))
-    out["recv_bits"] = bits("receive", range(len(plan.clusters)))
-    out["key_hash"] = highest([reduce(rows("invoke"), "b", "max"), reduce(rows("receive"), "b", "max")])
+    out["hash_sent"] = ev.reduce(ev.rows("invoke"), "d", "max")
+    out["hash_lo"] = _extreme([ev.reduce(ev.rows(op), "d", "min") for op in ("receive", "read")], "min")
+    out["hash_hi"] = _highest([ev.reduce(ev.rows(op), "d", "max") for op in ("receive", "read")])
+    out["read_bits"] = ev.bits("read", range(len(plan.clusters)))
+    out["recv_bits"] = ev.bits("receive", range(len(plan.clusters)))
+    out["key_hash"] = _highest([ev.reduce(ev.rows("invoke"), "b", "max"), ev.reduce(ev.rows("receive"), "b", "max")])
+
+
+def _per_cluster(ev: _ByOp, plan: Plan, out: dict[str, pa.Array]) -> None:
+    """Per cluster: the lowest and highest message id read there, and the lowest read position."""
     for i in range(len(plan.clusters)):
-        here = rows("read", lambda t, i=i: pc.equal(_cid(t), i))
-        out[f"idmin_{i}"] = reduce(here, "a", "min")
-        out[f"idmax_{i}"] = reduce(here, "a", "max")
-        out[f"position_{i}"] = reduce(here, "b", "min")
+        here = ev.rows("read", lambda t, i=i: pc.equal(_cid(t), i))
+        out[f"idmin_{i}"] = ev.reduce(here, "a", "min")
+        out[f"idmax_{i}"] = ev.reduce(here, "a", "max")
+        out[f"position_{i}"] = ev.reduce(here, "b", "min")
+
+
+def _per_subscription(ev: _ByOp, plan: Plan, out: dict[str, pa.Array]) -> None:
+    """Per subscription: first and last receive, first ack, and the consumer of the first delivery."""
     for j in range(len(plan.subs)):
-        got = rows("receive", lambda t, j=j: pc.equal(_sid(t), j))
-        out[f"recv_first_{j}"] = first = reduce(got, "a", "min")
-        out[f"recv_last_{j}"] = reduce(got, "a", "max")
-        out[f"ack_first_{j}"] = reduce(rows("ack", lambda t, j=j: pc.equal(_sid(t), j)), "a", "min")
+        got = ev.rows("receive", lambda t, j=j: pc.equal(_sid(t), j))
+        out[f"recv_first_{j}"] = first = ev.reduce(got, "a", "min")
+        out[f"recv_last_{j}"] = ev.reduce(got, "a", "max")
+        out[f"ack_first_{j}"] = ev.reduce(ev.rows("ack", lambda t, j=j: pc.equal(_sid(t), j)), "a", "min")
         # the consumer of the first delivery (of the earliest such row when several share its time)
         at_first = pc.equal(got["a"], first.take(got["s"])).fill_null(False)
         s = got["s"].filter(at_first)
         keep = run_starts(s)
         who = pc.subtract(pc.shift_right(got["tag"].filter(at_first).filter(keep), CONSUMER_SHIFT), 1)
         who = pc.if_else(pc.greater_equal(who, 0), who, pa.scalar(None, pa.int64()))
-        out[f"consumer_{j}"] = pc.cast(_scatter_reduce(s.filter(keep), who, "min", m), pa.int32())
-    return pa.table(out)
+        out[f"consumer_{j}"] = pc.cast(_scatter_reduce(s.filter(keep), who, "min", ev.m), pa.int32())
 
 
 def _cid(tag: pa.Array) -> pa.Array:

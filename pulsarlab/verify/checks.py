@@ -10,6 +10,7 @@ the verdict prints (a microsecond, rounded half to even), in a histogram.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -78,8 +79,29 @@ def _minmax(partial: dict[str, Any], name: str, values: pa.Array, use: str) -> N
         partial["minmax"][name] = value if old is None else (min if use == "min" else max)(old, value)
 
 
+@dataclass(frozen=True)
+class _Sends:
+    """What a chunk's sends, reads and deliveries say of each message (one value per message)."""
+
+    n_invoke: pa.Array
+    n_ok: pa.Array
+    read_bits: pa.Array
+    recv_bits: pa.Array
+    stored_any: pa.Array
+    uncertain: pa.Array
+    failed: pa.Array
+
+
 def _chunk(plan: Plan, t: pa.Table, partial: dict[str, Any]) -> Iterator[pa.RecordBatch]:
     c = columns_of(t, plan)
+    sends = _count(c, partial)
+    _check_messages(plan, c, sends, partial)
+    _latencies(plan, c, sends.n_ok, partial)
+    yield from _exchange_rows(plan, c)
+
+
+def _count(c: dict[str, pa.Array], partial: dict[str, Any]) -> _Sends:
+    """The message counts and the extremes of the send times; what the checks need of the sends."""
     kinds = c["kinds"].fill_null(0)
     n_invoke, n_ok, n_info, n_fail = (bit(kinds, OP_CODE[k]) for k in ("invoke", "ok", "info", "fail"))
     read_bits, recv_bits = c["read_bits"].fill_null(0), c["recv_bits"].fill_null(0)
@@ -102,10 +124,15 @@ def _chunk(plan: Plan, t: pa.Table, partial: dict[str, Any]) -> Iterator[pa.Reco
         partial[name] = partial.get(name, 0) + (pc.sum(mask).as_py() or 0)
     for name, use in (("ok_ts", "min"), ("ok_ts", "max"), ("invoke_ts", "min"), ("last_send_ts", "max")):
         _minmax(partial, f"{use}_{name}", c[name], use)
+    return _Sends(n_invoke, n_ok, read_bits, recv_bits, stored_any, uncertain, failed)
 
-    # -- per-message checks, in the order the verdict lists their examples
+
+def _check_messages(plan: Plan, c: dict[str, pa.Array], sends: _Sends, partial: dict[str, Any]) -> None:
+    """The per-message checks, in the order the verdict lists their examples."""
+    n_invoke, n_ok, read_bits, recv_bits = sends.n_invoke, sends.n_ok, sends.read_bits, sends.recv_bits
+    stored_any, uncertain, failed = sends.stored_any, sends.uncertain, sends.failed
     ok_cid = c["ok_cid"]
-    scanned = pa.repeat(False, len(t))
+    scanned = pa.repeat(False, len(ok_cid))
     for i, pidx in enumerate(plan.scanned):
         if pidx:
             here = pc.and_(pc.equal(ok_cid, i), pc.is_in(c["pidx"], pa.array(pidx, pa.int64())))
@@ -186,7 +213,10 @@ def _chunk(plan: Plan, t: pa.Table, partial: dict[str, Any]) -> Iterator[pa.Reco
             {"ack": c[f"ack_first_{j}"], "last": c[f"recv_last_{j}"]},
         )
 
-    # -- latencies
+
+def _latencies(plan: Plan, c: dict[str, pa.Array], n_ok: pa.Array, partial: dict[str, Any]) -> None:
+    """Publish, end-to-end and replication latencies: histograms and maxima."""
+    ok_cid, clusters = c["ok_cid"], plan.clusters
     invoke_ts = c["invoke_ts"]
     timed = pc.and_(n_ok, pc.and_(c["ok_ts"].is_valid(), invoke_ts.is_valid()))
     pub = pc.subtract(c["ok_ts"], invoke_ts).filter(true_only(timed))
@@ -210,7 +240,10 @@ def _chunk(plan: Plan, t: pa.Table, partial: dict[str, Any]) -> Iterator[pa.Reco
             partial["hist"].setdefault(name, []).append(_histogram(values))
             _minmax(partial, f"max_{name}", values, "max")
 
-    # -- rows for the second exchange
+
+def _exchange_rows(plan: Plan, c: dict[str, pa.Array]) -> Iterator[pa.RecordBatch]:
+    """The rows for the second exchange: stored and delivered order per producer, ack times per bucket."""
+    clusters = plan.clusters
     for i in range(len(clusters)):
         position = c[f"position_{i}"]
         if position.null_count == len(position):

@@ -47,7 +47,7 @@ def node() -> Iterator[str]:
 @pytest.fixture
 def ready_url() -> Iterator[str]:
     class Ready(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the standard library's name
+        def do_GET(self) -> None:  # the standard library's name
             self.send_response(200 if self.path == "/admin/v2/brokers/ready" else 404)
             self.end_headers()
 
