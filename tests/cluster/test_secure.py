@@ -19,7 +19,6 @@ from typer.testing import CliRunner
 
 from pulsarlab import ops
 from pulsarlab.admin.client import admin_of
-from pulsarlab.chaos.schedule import Fault, run_fault
 from pulsarlab.cli import app
 from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.runtime.roundtrip import client
@@ -188,7 +187,7 @@ def test_chaos_unload_runs_with_the_admin_credentials(secure_smoke: LocalCluster
     before = [led.ledger_id for led in admin.ledgers(topic)]
     assert before, f"{topic} has no ledger after a send"
 
-    done = run_fault(secure_smoke, Fault(0, "unload", (topic,)))
+    done = ops.chaos_action(secure_smoke.state_dir, "unload", [topic])  # a scenario step's `unload TOPIC`, run now
     assert done.startswith(f"unloaded {topic}")
 
     def reloaded_on_a_new_ledger() -> list[int]:
