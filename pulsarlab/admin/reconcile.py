@@ -33,7 +33,7 @@ from typing import Any
 from pulsarlab.admin.client import AdminClient, admin_of
 from pulsarlab.deployment import Deployment, Say
 from pulsarlab.errors import PulsarlabError
-from pulsarlab.topology import Node, Role, Topology, namespace_clusters
+from pulsarlab.topology import Node, Role, Topology, bookie_id, namespace_clusters
 
 # BookKeeper logs the placement policy's own node and location when a broker's client starts.
 _LOCAL_NODE = re.compile(r"Initialize rackaware ensemble placement policy @ <Bookie:([^>]+)> @ (\S+) ")
@@ -98,10 +98,6 @@ class Report:
 def broker_rack_id(topo: Topology, node: Node) -> str:
     """The rack-map key through which a broker's BookKeeper client finds its own region."""
     return f"{topo.address_of(node)}:0"
-
-
-def bookie_id(topo: Topology, node: Node) -> str:
-    return f"{topo.address_of(node)}:{node.port('bookie')}"
 
 
 def broker_regex(topo: Topology, node: Node) -> str:
