@@ -22,7 +22,14 @@ from pulsarlab.topology.model import (
     parse,
     validate,
 )
-from pulsarlab.topology.topics import cluster_namespace, namespace_of, topic_cluster, topic_clusters, topic_namespace
+from pulsarlab.topology.topics import (
+    cluster_namespace,
+    home_cluster,
+    namespace_of,
+    topic_cluster,
+    topic_clusters,
+    topic_namespace,
+)
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 BUILTINS = ("smoke", "sync", "geo", "active-active")
@@ -42,6 +49,7 @@ __all__ = [
     "broker_id",
     "builtin_descriptions",
     "cluster_namespace",
+    "home_cluster",
     "id_address",
     "load",
     "namespace_clusters",

@@ -30,11 +30,17 @@ def topic_clusters(topo: Topology, topic: str) -> list[str]:
     return namespace_clusters(topo, ns) if ns is not None else [c.name for c in topo.clusters]
 
 
+def home_cluster(topo: Topology, ns: Namespace) -> str:
+    """The first cluster of a namespace: it owns the namespace's topics, and its persistence is the
+    namespace's when the namespace sets none."""
+    return namespace_clusters(topo, ns)[0]  # validation: a namespace lives on at least one cluster
+
+
 def topic_cluster(topo: Topology, topic: str) -> str:
     """The cluster that serves ``topic`` (its owner's); ``ValueError`` when several could."""
     ns = topic_namespace(topo, topic)
     if ns is not None:
-        return namespace_clusters(topo, ns)[0]  # validation: a namespace lives on at least one cluster
+        return home_cluster(topo, ns)
     if len(topo.clusters) == 1:
         return topo.clusters[0].name
     known = ", ".join(n.name for n in topo.namespaces) or "none"

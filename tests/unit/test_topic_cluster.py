@@ -11,6 +11,7 @@ import pytest
 from pulsarlab.errors import TopologyError
 from pulsarlab.topology import (
     cluster_namespace,
+    home_cluster,
     load,
     namespace_of,
     parse,
@@ -45,7 +46,8 @@ def test_a_namespace_without_clusters_lives_where_its_tenant_is_allowed() -> Non
     topo = geo_with(tenants=[{"name": "world", "clusters": ["cluster-us"]}],
                     namespaces=[{"name": "world/us-only"}])
     topic = "persistent://world/us-only/t"
-    assert topic_namespace(topo, topic).name == "world/us-only"
+    ns = topic_namespace(topo, topic)
+    assert ns.name == "world/us-only" and home_cluster(topo, ns) == "cluster-us"
     assert topic_cluster(topo, topic) == "cluster-us"
     assert topic_clusters(topo, topic) == ["cluster-us"]
     assert cluster_namespace(topo, "cluster-us") == "world/us-only"
