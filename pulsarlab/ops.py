@@ -18,6 +18,7 @@ from pulsarlab.admin.reconcile import Report
 from pulsarlab.chaos.schedule import Fault, check, run_fault
 from pulsarlab.deployment import Deployment, Say, UpResult
 from pulsarlab.errors import StateError, UsageError
+from pulsarlab.history.manifest import new_run_id
 from pulsarlab.monitoring import service as monitoring
 from pulsarlab.progress import NO_PROGRESS, Reporter, reporter_of
 from pulsarlab.runtime import RUNTIMES, new_deployment, open_deployment, runtime_class
@@ -36,7 +37,6 @@ from pulsarlab.topology import (
     topic_clusters,
     topic_namespace,
 )
-from pulsarlab.workload.manifest import new_run_id
 from pulsarlab.workload.run import Target, Workload, WorkloadConfig, WorkloadResult
 
 STATE_ROOT = Path(".pulsarlab")

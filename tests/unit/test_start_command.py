@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pulsarlab import compose_files
 from pulsarlab.ansible.inventory import host_vars
-from pulsarlab.runtime.docker import compose, standalone
+from pulsarlab.runtime.docker import compose
 from pulsarlab.topology import Role, load
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,7 +27,7 @@ def test_every_runtime_starts_a_node_with_its_roles_command(role: Role, tmp_path
     node = topo.nodes_of(role)[0]
     docker = next(s for s in compose.services(topo, tmp_path, "p") if s.name == node.name)
     assert docker.command[-1].startswith(f"exec bin/pulsar {role.start_command} >>")
-    plain = standalone.node_service(topo, node, {})
+    plain = compose_files.node_service(topo, node, {})
     assert plain.command[-1].endswith(f"exec bin/pulsar {role.start_command}")
     assert host_vars(topo, node.name)["pulsar_node_command"] == role.start_command
 
