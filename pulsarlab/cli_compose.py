@@ -8,9 +8,9 @@ from typing import Annotated
 import typer
 
 from pulsarlab.cli_common import StateDirOpt, TopologyOpt, out, reported
+from pulsarlab.compose_files import write_compose_files
 from pulsarlab.errors import UsageError
 from pulsarlab.ops import STATE_ROOT
-from pulsarlab.runtime.docker.standalone import write_compose_files
 from pulsarlab.runtime.external import ExternalCluster
 from pulsarlab.runtime.state import ClusterState
 from pulsarlab.topology import BUILTINS, load

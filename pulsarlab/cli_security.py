@@ -1,4 +1,4 @@
-"""``pulsarlab token create`` and ``pulsarlab grant``: a thin layer over :mod:`pulsarlab.security.commands`."""
+"""``pulsarlab token create`` and ``pulsarlab grant``: a thin layer over :mod:`pulsarlab.admin.credentials`."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 
 from pulsarlab import ops
+from pulsarlab.admin import credentials
 from pulsarlab.cli_common import StateDirOpt, out, reported
-from pulsarlab.security import commands
 
 token_app = typer.Typer(help="JWT tokens of a secure cluster", no_args_is_help=True)
 
@@ -23,7 +23,7 @@ def token_create(
     state_dir: StateDirOpt = None,
 ) -> None:
     """Mint a token for ROLE, signed with the cluster's key: printed on stdout only, or written to --out."""
-    token = commands.create_token(ops.open_cluster(state_dir), role, ttl, out_file)
+    token = credentials.create_token(ops.open_cluster(state_dir), role, ttl, out_file)
     if out_file is None:
         print(token)
     else:
@@ -34,11 +34,11 @@ def token_create(
 def grant_cmd(
     role: Annotated[str, typer.Argument(help="the role to grant")],
     namespace: Annotated[str, typer.Argument(help="tenant/namespace")],
-    actions: Annotated[str, typer.Option(help=f"comma-separated: {', '.join(commands.ACTIONS)}")] = "produce,consume",
+    actions: Annotated[str, typer.Option(help=f"comma-separated: {', '.join(credentials.ACTIONS)}")] = "produce,consume",
     state_dir: StateDirOpt = None,
 ) -> None:
     """Grant ROLE the --actions on NAMESPACE of a secure cluster (admin REST permissions)."""
-    granted = commands.grant(ops.open_cluster(state_dir), role, namespace, actions)
+    granted = credentials.grant(ops.open_cluster(state_dir), role, namespace, actions)
     out.print(f"{role} may now {', '.join(granted)} on {namespace}", highlight=False)
 
 

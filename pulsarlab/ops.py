@@ -18,16 +18,25 @@ from pulsarlab.admin.reconcile import Report
 from pulsarlab.chaos.schedule import Fault, check, run_fault
 from pulsarlab.deployment import Deployment, Say, UpResult
 from pulsarlab.errors import StateError, UsageError
+from pulsarlab.history.manifest import new_run_id
 from pulsarlab.monitoring import service as monitoring
 from pulsarlab.progress import NO_PROGRESS, Reporter, reporter_of
 from pulsarlab.runtime import RUNTIMES, new_deployment, open_deployment, runtime_class
-from pulsarlab.runtime.base import timeout
 from pulsarlab.runtime.roundtrip import client as pulsar_client
 from pulsarlab.runtime.roundtrip import roundtrip
 from pulsarlab.runtime.state import ClusterState
 from pulsarlab.security import ClientAuth
-from pulsarlab.topology import Security, Topology, load, namespace_clusters
-from pulsarlab.workload.manifest import new_run_id
+from pulsarlab.timeouts import timeout
+from pulsarlab.topology import (
+    Security,
+    Topology,
+    cluster_namespace,
+    load,
+    namespace_of,
+    topic_cluster,
+    topic_clusters,
+    topic_namespace,
+)
 from pulsarlab.workload.run import Target, Workload, WorkloadConfig, WorkloadResult
 
 STATE_ROOT = Path(".pulsarlab")
@@ -251,7 +260,8 @@ def workload_target(
     """Producers connect to one cluster, consumers to the same or another; storage is read back on
     every cluster of the topic's namespace (every cluster when the namespace is not the topology's)."""
     topo = cluster.topo
-    name = cluster_name or topo.clusters[0].name
+    ns = topic_namespace(topo, topic) if topic else None
+    name = cluster_name or (topic_cluster(topo, topic) if topic and ns else topo.clusters[0].name)
     for c in (name, consume_cluster):
         if c is None:
             continue
@@ -259,8 +269,7 @@ def workload_target(
             topo.cluster(c)
         except KeyError:
             raise StateError(f"no cluster {c!r} in topology {topo.name!r}") from None
-    ns = topic_namespace(cluster, topic) if topic else None
-    reads = namespace_clusters(topo, ns) if ns is not None else [c.name for c in topo.clusters]
+    reads = topic_clusters(topo, topic) if topic else [c.name for c in topo.clusters]
     for c in (name, consume_cluster):
         if c is not None and c not in reads:
             raise StateError(f"{topic} is not on cluster {c}: its namespace lives on {', '.join(reads)}")
@@ -274,19 +283,11 @@ def workload_target(
                   admin_auth=cluster.client_auth() if sec else None)
 
 
-def topic_namespace(cluster: Deployment, topic: str):
-    """The topology's namespace a topic is in, or None."""
-    name = "/".join(topic.split("://", 1)[-1].split("/")[:2])
-    return next((n for n in cluster.topo.namespaces if n.name == name), None)
-
-
 def default_topic(cluster: Deployment, cluster_name: str, suffix: str) -> str:
     """``pulsarlab-<suffix>`` in the topology's first namespace on that cluster (``public/default``
     may have no broker to own it once isolation policies claim every broker); a workload run's
     suffix is its run id, so each run has a topic of its own."""
-    topo = cluster.topo
-    ns = next((n.name for n in topo.namespaces if cluster_name in namespace_clusters(topo, n)), "public/default")
-    return f"persistent://{ns}/pulsarlab-{suffix}"
+    return f"persistent://{cluster_namespace(cluster.topo, cluster_name)}/pulsarlab-{suffix}"
 
 
 def prepare_topic(cluster: Deployment, target: Target, cfg: WorkloadConfig) -> None:
@@ -296,7 +297,7 @@ def prepare_topic(cluster: Deployment, target: Target, cfg: WorkloadConfig) -> N
         admin = admin_of(cluster, name)
         admin.create_topic(cfg.topic, cfg.partitions)
         if cfg.deduplication:
-            admin.set_deduplication("/".join(cfg.topic.removeprefix("persistent://").split("/")[:2]), True)
+            admin.set_deduplication(namespace_of(cfg.topic), True)
 
 
 def workload_run(

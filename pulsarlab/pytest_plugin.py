@@ -161,6 +161,7 @@ def write_marker(state_dir: Path, data: dict) -> None:
 def acquire(settings: Settings) -> PulsarCluster:
     """Bring the cluster up (or join the one up) and count this process among its users."""
     from pulsarlab import ops, urls
+    from pulsarlab.topology import cluster_namespace
 
     with locked(settings.state_dir):
         marker = read_marker(settings.state_dir)
@@ -180,8 +181,7 @@ def acquire(settings: Settings) -> PulsarCluster:
     return PulsarCluster(
         topo.name, settings.state_dir,
         {c.name: ClusterURLs(topo.service_url(c.name), urls.admin_url(cluster, c.name)) for c in topo.clusters},
-        {c.name: ops.default_topic(cluster, c.name, "x").removeprefix("persistent://").rsplit("/", 1)[0]
-         for c in topo.clusters},
+        {c.name: cluster_namespace(topo, c.name) for c in topo.clusters},
         cluster.client_auth(),
     )
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from pulsarlab.history import HistoryWriter
+from pulsarlab.history.manifest import DriverOutcome, Manifest
 from pulsarlab.verify.model import CHECKS, Check, Verdict
-from pulsarlab.workload.manifest import DriverOutcome, Manifest
 
 NS = 1_000_000_000
 T0 = 1_700_000_000 * NS

@@ -19,6 +19,7 @@ import requests
 
 from pulsarlab.errors import PulsarlabError
 from pulsarlab.security import ClientAuth
+from pulsarlab.topology import id_address
 
 if TYPE_CHECKING:
     from pulsarlab.deployment import Deployment
@@ -61,7 +62,7 @@ class Lookup:
 
     @property
     def host(self) -> str:
-        return self.broker_id.rsplit(":", 1)[0]
+        return id_address(self.broker_id)
 
 
 @dataclass(frozen=True)

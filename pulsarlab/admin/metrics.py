@@ -16,7 +16,7 @@ import requests
 
 from pulsarlab.deployment import Deployment
 from pulsarlab.errors import PulsarlabError
-from pulsarlab.topology import Node, Role
+from pulsarlab.topology import Node, Role, bookie_id
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 COUNTERS = {
@@ -72,7 +72,7 @@ def bookie_counters(cluster: Deployment, node: Node, timeout: float = 5.0) -> Bo
         r.raise_for_status()
     except requests.RequestException as exc:
         raise MetricsError(f"bookie {node.name}: cannot read {url}: {exc}") from None
-    return BookieCounters(node.name, node.region, f"{topo.address_of(node)}:{node.port('bookie')}", **parse_counters(r.text))
+    return BookieCounters(node.name, node.region, bookie_id(topo, node), **parse_counters(r.text))
 
 
 def snapshot(cluster: Deployment, cluster_name: str | None = None) -> list[BookieCounters]:

@@ -22,7 +22,7 @@ import requests
 
 from pulsarlab.admin.client import LedgerInfo, admin_of
 from pulsarlab.deployment import Deployment
-from pulsarlab.topology import Role, Topology, namespace_clusters
+from pulsarlab.topology import Role, Topology, id_address, namespace_clusters, namespace_of
 
 
 @dataclass
@@ -137,7 +137,7 @@ def ledger_placement(
     missing: set[str] = set()
     for bookies in led.ensembles.values():
         for ws in write_sets(bookies, write_quorum):
-            have = {bookie_regions.get(b.rsplit(":", 1)[0], "?") for b in ws}
+            have = {bookie_regions.get(id_address(b), "?") for b in ws}
             seen |= have
             if region_aware:
                 missing |= set(regions) - have
@@ -153,7 +153,7 @@ def inspect(cluster: Deployment, topic: str | None = None) -> PlacementReport:
     topo = cluster.topo
     report = PlacementReport([], {})
     for ns in topo.namespaces:
-        if topic and not topic.split("://", 1)[-1].startswith(ns.name + "/"):
+        if topic and namespace_of(topic) != ns.name:
             continue
         for cname in namespace_clusters(topo, ns):
             c = topo.cluster(cname)
@@ -163,7 +163,7 @@ def inspect(cluster: Deployment, topic: str | None = None) -> PlacementReport:
             regions = sorted(set(bookies.values()))
             up: dict[str, list[str]] = {}
             for b in admin.active_brokers(cname):
-                up.setdefault(brokers.get(b.rsplit(":", 1)[0], "?"), []).append(b)
+                up.setdefault(brokers.get(id_address(b), "?"), []).append(b)
             report.brokers_up.update({f"{cname}/{r}": v for r, v in up.items()})
             persistence = ns.persistence or c.persistence
             home = home_region(topo, cname, ns.name)

@@ -33,7 +33,7 @@ from typing import Any
 from pulsarlab.admin.client import AdminClient, admin_of
 from pulsarlab.deployment import Deployment, Say
 from pulsarlab.errors import PulsarlabError
-from pulsarlab.topology import Node, Role, Topology, namespace_clusters
+from pulsarlab.topology import Node, Role, Topology, bookie_id, home_cluster, namespace_clusters
 
 # BookKeeper logs the placement policy's own node and location when a broker's client starts.
 _LOCAL_NODE = re.compile(r"Initialize rackaware ensemble placement policy @ <Bookie:([^>]+)> @ (\S+) ")
@@ -107,10 +107,6 @@ def broker_rack_id(topo: Topology, node: Node) -> str:
     return f"{topo.address_of(node)}:0"
 
 
-def bookie_id(topo: Topology, node: Node) -> str:
-    return f"{topo.address_of(node)}:{node.port('bookie')}"
-
-
 def broker_regex(topo: Topology, node: Node) -> str:
     """Full-match regex for a broker: its host, optionally followed by a port."""
     return re.escape(topo.address_of(node)) + r"(:\d+)?"
@@ -147,7 +143,7 @@ def desired_state(topo: Topology, cluster: str, with_shared: bool = True) -> lis
             items.append(Item(cluster, "namespace", ns.name, {"replication_clusters": sorted(namespace_clusters(topo, ns))}))
             if topo.security is not None:
                 items.append(permission_item(topo, cluster, ns.name))
-            p = ns.persistence or topo.cluster(namespace_clusters(topo, ns)[0]).persistence
+            p = ns.persistence or topo.cluster(home_cluster(topo, ns)).persistence
             items.append(Item(cluster, "persistence", ns.name, {
                 "bookkeeperEnsemble": p.ensemble,
                 "bookkeeperWriteQuorum": p.write_quorum,

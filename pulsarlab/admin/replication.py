@@ -18,7 +18,7 @@ from typing import Any
 from pulsarlab.admin.client import AdminError, admin_of, encode_topic
 from pulsarlab.deployment import Deployment
 from pulsarlab.errors import StateError
-from pulsarlab.topology import Topology, namespace_clusters
+from pulsarlab.topology import Topology, namespace_clusters, namespace_of
 
 _PARTITION = re.compile(r"-partition-[0-9]+$")
 
@@ -58,11 +58,6 @@ def replicated_namespaces(topo: Topology) -> dict[str, list[str]]:
         if len(clusters) > 1:
             out[ns.name] = clusters
     return out
-
-
-def namespace_of(topic: str) -> str:
-    """``persistent://t/n/x`` -> ``t/n``."""
-    return "/".join(topic.split("://", 1)[-1].split("/")[:2])
 
 
 def directions_from_stats(topic: str, source: str, destinations: list[str], stats: dict[str, Any]) -> list[Direction]:

@@ -36,6 +36,7 @@ def host_vars(topo: Topology, name: str) -> dict[str, object]:
     return {
         "ansible_host": topo.address_of(node),
         "pulsar_role": node.role.value,
+        "pulsar_node_command": node.role.start_command,
         "pulsar_cluster": node.cluster,
         "pulsar_region": node.region,
         "pulsar_rack": topo.rack_of(node),

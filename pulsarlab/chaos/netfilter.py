@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pulsarlab.errors import StateError
-from pulsarlab.runtime.cgroup import digest
+from pulsarlab.identity import state_digest
 
 CHAIN = "OUTPUT"
 PREFIX = "pulsarlab:"
@@ -37,7 +37,7 @@ _LABEL = re.compile(r"^[A-Za-z0-9_.:|>-]+( [A-Za-z0-9_.:|>-]+)*$")
 def identity(state_dir: Path) -> str:
     """The comment prefix of one deployment's rules: stable across processes (it is derived from
     the state directory's absolute path), so a later ``heal`` finds what a crashed run added."""
-    return f"{PREFIX}{digest(state_dir)}"
+    return f"{PREFIX}{state_digest(state_dir)}"
 
 
 @dataclass(frozen=True, order=True)

@@ -20,7 +20,7 @@ from pulsarlab.chaos.nodes import any_targets, at_once, no_args
 from pulsarlab.chaos.schedule import register
 from pulsarlab.deployment import Deployment
 from pulsarlab.errors import StateError
-from pulsarlab.topology import Role
+from pulsarlab.topology import Role, bookie_id
 
 ZK_TIMEOUT_S = 15.0
 
@@ -57,7 +57,7 @@ def cookie_path(cluster: Deployment, bookie: str) -> str:
     topo = cluster.topo
     node = topo.node(bookie)
     root = topo.cluster(node.cluster).metadata_root if node.cluster else ""
-    return f"{root}/ledgers/cookies/{topo.address_of(node)}:{node.port('bookie')}"
+    return f"{root}/ledgers/cookies/{bookie_id(topo, node)}"
 
 
 def delete_cookie(cluster: Deployment, bookie: str) -> bool:

@@ -19,7 +19,7 @@ from pulsarlab.chaos import targets
 from pulsarlab.chaos.schedule import register
 from pulsarlab.deployment import Deployment
 from pulsarlab.errors import StateError
-from pulsarlab.topology import Role
+from pulsarlab.topology import Role, bookie_id, topic_cluster
 
 DEFAULT_TIMEOUT_S = 120.0
 
@@ -27,8 +27,7 @@ DEFAULT_TIMEOUT_S = 120.0
 def down_bookies(cluster: Deployment) -> set[str]:
     """Ids (``address:port``) of the bookies the deployment knows are not running: a killed
     bookie stays registered until its ZooKeeper session expires, so registration alone is late."""
-    return {f"{cluster.topo.address_of(b)}:{b.port('bookie')}" for b in cluster.topo.nodes_of(Role.BOOKIE)
-            if not cluster.alive(b.name)}
+    return {bookie_id(cluster.topo, b) for b in cluster.topo.nodes_of(Role.BOOKIE) if not cluster.alive(b.name)}
 
 
 def gaps(report: placement.PlacementReport, down: set[str] | frozenset[str] = frozenset()) -> list[str]:
@@ -69,7 +68,7 @@ def _topic_and_timeout(cluster: Deployment, args: tuple[str, ...]) -> None:
     if len(args) not in (1, 2):
         raise ValueError("needs a topic and optionally a timeout in seconds")
     targets.check_topic_syntax(args[0])
-    targets.topic_cluster(cluster.topo, args[0])
+    topic_cluster(cluster.topo, args[0])
     if len(args) == 2:
         try:
             if float(args[1]) <= 0:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pulsarlab.admin.client import admin_of
 from pulsarlab.deployment import Deployment
 from pulsarlab.errors import StateError
-from pulsarlab.topology import Role, Topology, namespace_clusters
+from pulsarlab.topology import Role, Topology, id_address, topic_cluster
 
 KINDS = ("owner", "ensemble", "region", "down")
 
@@ -63,20 +63,6 @@ def check_topic_syntax(topic: str) -> None:
     parts = rest.split("/")
     if not sep or domain not in ("persistent", "non-persistent") or len(parts) < 3 or not all(parts[:3]):
         raise ValueError(f"{topic!r} is not a full topic name like persistent://tenant/namespace/topic")
-
-
-def topic_cluster(topo: Topology, topic: str) -> str:
-    """The cluster serving a topic: the first cluster of its namespace in the topology; for a
-    namespace the topology does not name (``public/default``), the only cluster, if there is one."""
-    ns_name = "/".join(topic.split("://", 1)[1].split("/")[:2])
-    for ns in topo.namespaces:
-        if ns.name == ns_name:
-            return namespace_clusters(topo, ns)[0]
-    if len(topo.clusters) == 1:
-        return topo.clusters[0].name
-    known = ", ".join(ns.name for ns in topo.namespaces) or "none"
-    raise ValueError(f"topic {topic} is not in a namespace of topology {topo.name!r}, whose clusters are several: "
-                     f"which serves it is unknown (namespaces: {known})")
 
 
 def check(topo: Topology, target: Target, role: Role | None = None) -> None:
@@ -140,7 +126,7 @@ def ensemble(cluster: Deployment, topic: str) -> list[str]:
     names = node_by_address(cluster, Role.BOOKIE)
     out = []
     for bookie_id in bookies:
-        name = names.get(bookie_id.rsplit(":", 1)[0])
+        name = names.get(id_address(bookie_id))
         if name is None:
             raise StateError(f"ledger {newest.ledger_id} of {topic} is on bookie {bookie_id}, unknown to this deployment")
         out.append(name)

@@ -12,19 +12,20 @@ from pulsarlab.admin.client import admin_of
 from pulsarlab.chaos import targets
 from pulsarlab.chaos.schedule import register
 from pulsarlab.deployment import Deployment
+from pulsarlab.topology import topic_cluster
 
 
 def _one_topic(cluster: Deployment, args: tuple[str, ...]) -> None:
     if len(args) != 1:
         raise ValueError("needs exactly one topic")
     targets.check_topic_syntax(args[0])
-    targets.topic_cluster(cluster.topo, args[0])
+    topic_cluster(cluster.topo, args[0])
 
 
 def unload(cluster: Deployment, args: tuple[str, ...]) -> str:
     """Unload the topic over the admin REST API of its cluster, with the deployment's admin credentials."""
     topic = args[0]
-    name = targets.topic_cluster(cluster.topo, topic)
+    name = topic_cluster(cluster.topo, topic)
     admin_of(cluster, name).unload_topic(topic)
     return f"unloaded {topic}: its current ledger closed, the topic loaded again on a new one"
 

@@ -20,8 +20,7 @@ import pyarrow.parquet as pq
 from pulsarlab.errors import PulsarlabError, UsageError
 from pulsarlab.history import JOURNAL_SUFFIX, SCHEMA, part_files, read_journal
 from pulsarlab.history.journal import journal_bases, read_events
-from pulsarlab.verify.job import VERDICT_FILE
-from pulsarlab.workload.manifest import MANIFEST, Manifest, read_manifest
+from pulsarlab.history.manifest import MANIFEST, VERDICT_FILE, Manifest, read_manifest
 
 FAULTS_FILE: Final = "faults.json"
 SCENARIO_FILE: Final = "scenario.json"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import abc
 import errno
-import os
 import socket
 import threading
 import time
@@ -32,15 +31,10 @@ from pulsarlab.runtime.state import ClusterState
 from pulsarlab.runtime.waits import HttpOk, RegistrationGone, ZkServing, log_tail, wait_for
 from pulsarlab.security import ClientAuth
 from pulsarlab.security import material as security_material
-from pulsarlab.topology import Node, Role, Topology, parse
+from pulsarlab.timeouts import timeout
+from pulsarlab.topology import Node, Role, Topology, bookie_id, broker_id, parse
 
-TIMEOUT_SCALE = float(os.environ.get("PULSARLAB_TIMEOUT_SCALE", "1"))
-TIMEOUTS = {"zookeeper": 60.0, "init": 180.0, "bookie": 120.0, "broker": 180.0, "e2e": 90.0, "stop": 30.0, "session": 75.0}
 TIERS = (Role.ZOOKEEPER, Role.BOOKIE, Role.BROKER)
-
-
-def timeout(kind: str) -> float:
-    return TIMEOUTS[kind] * TIMEOUT_SCALE
 
 
 class NodeRuntime(abc.ABC):
@@ -208,11 +202,10 @@ class NodeRuntime(abc.ABC):
 
     def registration_id(self, node: Node) -> str | None:
         """The name a bookie or broker registers under in the metadata store."""
-        addr = self.topo.address_of(node)
         if node.role == Role.BOOKIE:
-            return f"{addr}:{node.port('bookie')}"
+            return bookie_id(self.topo, node)
         if node.role == Role.BROKER:
-            return f"{addr}:{node.port('web')}"
+            return broker_id(self.topo, node)
         return None
 
     def wait_registration_gone(self, node: Node) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pulsarlab.distribution import Distribution, cache_root
+from pulsarlab.identity import state_digest
 
 STALE_SECONDS = 24 * 3600  # a recording left by a node that never stopped cleanly
 
@@ -52,9 +53,8 @@ class ClassArchives:
 
     def recording(self, kind: str, name: str, state_dir: Path) -> Path:
         """Where one JVM records its archive before it is promoted."""
-        tag = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:8]
         self.root.mkdir(parents=True, exist_ok=True)  # the JVM writes there but makes no folder
-        return self.root / f"{kind}.{name}.{tag}.jsa.part"
+        return self.root / f"{kind}.{name}.{state_digest(state_dir)}.jsa.part"
 
     def jvm_options(self, kind: str, recording: Path | None) -> str:
         """Map the kind's archive if there is one; else record one at ``recording`` (if given)."""

@@ -13,9 +13,10 @@ from pulsarlab.deployment import Say, quiet
 from pulsarlab.distribution import Distribution
 from pulsarlab.errors import UsageError
 from pulsarlab.render import write_topology
-from pulsarlab.runtime.base import NodeRuntime, timeout
+from pulsarlab.runtime.base import NodeRuntime
 from pulsarlab.runtime.state import ClusterState
 from pulsarlab.runtime.waits import wait_for
+from pulsarlab.timeouts import timeout
 from pulsarlab.topology import Node, Role, Topology
 
 MAIN_PORT = {Role.ZOOKEEPER: "client", Role.BOOKIE: "bookie", Role.BROKER: "service"}

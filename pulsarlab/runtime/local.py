@@ -19,14 +19,13 @@ import psutil
 from pulsarlab.errors import NodeStartError, ProcessFailedError
 from pulsarlab.render import render
 from pulsarlab.runtime import cgroup
-from pulsarlab.runtime.base import NodeRuntime, timeout
+from pulsarlab.runtime.base import NodeRuntime
 from pulsarlab.runtime.cds import ClassArchives
 from pulsarlab.runtime.jvm import hosts_text, pulsar_env
 from pulsarlab.runtime.state import ClusterState, ProcessRecord
 from pulsarlab.runtime.waits import log_tail
+from pulsarlab.timeouts import timeout
 from pulsarlab.topology import Node, Role
-
-COMMAND = {Role.ZOOKEEPER: "zookeeper", Role.BOOKIE: "bookie", Role.BROKER: "broker"}
 
 
 class LocalCluster(NodeRuntime):
@@ -157,7 +156,7 @@ class LocalCluster(NodeRuntime):
             log.write(f"\n===== pulsarlab: starting {node.name} at {time.ctime()} =====\n".encode())
             log.flush()
             proc = subprocess.Popen(
-                [str(dist.bin_pulsar), COMMAND[node.role]], cwd=dirs.root, env=self._env(node, node.role.value),
+                [str(dist.bin_pulsar), node.role.start_command], cwd=dirs.root, env=self._env(node, node.role.value),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                 preexec_fn=cgroup.entering(self.state_dir, node.name),
             )

@@ -12,7 +12,7 @@ from pulsarlab.admin import placement
 from pulsarlab.admin.client import AdminError, admin_of
 from pulsarlab.deployment import Deployment
 from pulsarlab.errors import StateError
-from pulsarlab.topology import Role, Topology
+from pulsarlab.topology import Role, Topology, namespace_of, topic_cluster
 
 POLL_S = 1.0
 UNLOAD_EVERY_S = 5.0
@@ -56,16 +56,8 @@ def _node_dead(cluster: Deployment, topic: str, args: list[str]) -> tuple[bool, 
     return not up, seen
 
 
-def _topic_cluster(cluster: Deployment, topic: str) -> str:
-    ns = "/".join(topic.removeprefix("persistent://").split("/")[:2])
-    for n in cluster.topo.namespaces:
-        if n.name == ns:
-            return (n.clusters or [c.name for c in cluster.topo.clusters])[0]
-    return cluster.topo.clusters[0].name
-
-
 def _owner_region(cluster: Deployment, topic: str) -> str:
-    name = _topic_cluster(cluster, topic)
+    name = topic_cluster(cluster.topo, topic)
     host = admin_of(cluster, name, retries=1).lookup(topic).host
     regions = placement.region_by_address(cluster.topo, name, Role.BROKER)
     return regions.get(host, f"? ({host})")
@@ -81,10 +73,9 @@ def _owned_in(cluster: Deployment, topic: str, args: list[str]) -> tuple[bool, s
 
 def _unload(cluster: Deployment, topic: str, _args: list[str]) -> None:
     """Unload the topic's namespace so the isolation policy places the topic afresh."""
-    ns = "/".join(topic.removeprefix("persistent://").split("/")[:2])
     try:
-        admin = admin_of(cluster, _topic_cluster(cluster, topic), retries=1)
-        admin.request("PUT", f"/admin/v2/namespaces/{ns}/unload", idempotent=True)
+        admin = admin_of(cluster, topic_cluster(cluster.topo, topic), retries=1)
+        admin.request("PUT", f"/admin/v2/namespaces/{namespace_of(topic)}/unload", idempotent=True)
     except (AdminError, StateError):
         pass  # the next poll says what is seen
 

@@ -26,6 +26,7 @@ from pulsarlab.scenarios.conditions import WaitRecord, wait_for
 from pulsarlab.scenarios.model import Scenario, Step, step_fault
 from pulsarlab.scenarios.rto import Rto, rto_of_run
 from pulsarlab.scenarios.verdict import FAULTS_FILE, ScenarioVerdict, judge
+from pulsarlab.topology import topic_cluster
 from pulsarlab.workload.run import Counters
 
 TOPOLOGY_FILE = "scenario-topology.yaml"
@@ -114,7 +115,7 @@ def run_scenario(
         say(f"scenario {sc.name}: starting a fresh {sc.topology.ref} cluster ({runtime}) in {state_dir}")
         _, cluster = ops.up(str(topo_file), runtime, state_dir, say=say)
         topic = _topic(cluster, sc)
-        cname = sc.workload.cluster or cluster.topo.clusters[0].name
+        cname = sc.workload.cluster or topic_cluster(cluster.topo, topic)
         admin_of(cluster, cname).create_topic(topic, sc.workload_config(topic).partitions)
         for s in sc.setup:
             rec = wait_for(cluster, topic, s.words, s.timeout)

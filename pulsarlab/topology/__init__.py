@@ -7,6 +7,7 @@ from pathlib import Path
 import yaml
 
 from pulsarlab.errors import TopologyError
+from pulsarlab.topology.ids import bookie_id, broker_id, id_address
 from pulsarlab.topology.model import (
     Cluster,
     IsolationPolicy,
@@ -20,6 +21,14 @@ from pulsarlab.topology.model import (
     namespace_clusters,
     parse,
     validate,
+)
+from pulsarlab.topology.topics import (
+    cluster_namespace,
+    home_cluster,
+    namespace_of,
+    topic_cluster,
+    topic_clusters,
+    topic_namespace,
 )
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
@@ -36,10 +45,19 @@ __all__ = [
     "Security",
     "Tenant",
     "Topology",
+    "bookie_id",
+    "broker_id",
     "builtin_descriptions",
+    "cluster_namespace",
+    "home_cluster",
+    "id_address",
     "load",
     "namespace_clusters",
+    "namespace_of",
     "parse",
+    "topic_cluster",
+    "topic_clusters",
+    "topic_namespace",
     "validate",
 ]
 

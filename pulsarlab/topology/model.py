@@ -30,6 +30,15 @@ class Role(StrEnum):
     BOOKIE = "bookie"
     BROKER = "broker"
 
+    @property
+    def start_command(self) -> str:
+        """The distribution's ``bin/pulsar`` command (``bin/pulsar-daemon start`` too) that runs a node
+        of this role in the foreground: every runtime, the compose files and the playbooks start it."""
+        return _START_COMMAND[self]
+
+
+_START_COMMAND = {Role.ZOOKEEPER: "zookeeper", Role.BOOKIE: "bookie", Role.BROKER: "broker"}
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=False)
@@ -411,6 +420,8 @@ def _check_namespace(t: Topology, f: str, ns: Namespace, tenants: dict[str, Tena
     tenant = ns.name.split("/")[0]
     if tenant not in tenants:
         raise TopologyError(f"{f}.name", f"unknown tenant {tenant!r}")
+    if ns.clusters == []:
+        raise TopologyError(f"{f}.clusters", "a namespace needs at least one cluster (omit it for the tenant's)")
     for c in namespace_clusters(t, ns):
         if c not in {x.name for x in t.clusters}:
             raise TopologyError(f"{f}.clusters", f"unknown cluster {c!r}")

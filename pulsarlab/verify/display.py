@@ -4,13 +4,38 @@ whole. ``verdict.json`` and ``--json`` keep the raw values (instants in nanoseco
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 from rich.table import Table
 
-if TYPE_CHECKING:
-    from pulsarlab.verify.model import Verdict
+
+class ShownCheck(Protocol):
+    name: str
+    count: int
+    examples: list[dict[str, Any]]
+
+    @property
+    def passed(self) -> bool: ...
+
+
+class Shown(Protocol):
+    """What a verdict shows (``pulsarlab.verify.model.Verdict`` is one): this module does not
+    import the model, which renders itself through it."""
+
+    reasons: list[str]
+
+    @property  # read-only: a verdict's list of its own Check type is such a sequence
+    def checks(self) -> Sequence[ShownCheck]: ...
+
+    @property
+    def metrics(self) -> Mapping[str, Any]: ...
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def directory(self) -> str: ...
 
 
 def utc_time(ns: int) -> str:
@@ -53,7 +78,7 @@ def example_line(example: Mapping[str, Any]) -> str:
     return " ".join(f"{k}={shown_value(k, v)}" for k, v in sorted(example.items()))
 
 
-def table(verdict: Verdict) -> Table:
+def table(verdict: Shown) -> Table:
     """Checks, then the headline metrics."""
     t = Table(title=f"verdict: {verdict.status.upper()}  ({verdict.directory})")
     t.add_column("check / metric", no_wrap=True)
@@ -70,6 +95,6 @@ def table(verdict: Verdict) -> Table:
     return t
 
 
-def example_lines(verdict: Verdict) -> list[str]:
+def example_lines(verdict: Shown) -> list[str]:
     """Each check with anomalies: its first example, one line (below the table, so the table stays narrow)."""
     return [f"{c.name}, first example: {example_line(c.examples[0])}" for c in verdict.checks if c.examples]

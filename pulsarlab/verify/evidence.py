@@ -17,9 +17,9 @@ from typing import Any
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pulsarlab.history.manifest import MANIFEST
 from pulsarlab.verify.dims import Dims, base_topic
 
-MANIFEST = "_run.json"
 SCAN_COLUMNS = ("op", "cluster", "topic", "read_index", "message_id", "end_message_id", "error")
 _ID = re.compile(r"^\(?\s*(-?\d+)\s*[,:]\s*(-?\d+)\s*(?:[,:]\s*(-?\d+)\s*(?:[,:]\s*(-?\d+)\s*)?)?\)?$")
 

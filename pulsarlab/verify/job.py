@@ -39,6 +39,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pulsarlab.history import SCHEMA, part_files, recover_journals
+from pulsarlab.history.manifest import VERDICT_FILE
 from pulsarlab.progress import NO_PROGRESS, Reporter
 from pulsarlab.verify import aggregate, checks, exchange, merge, plan
 from pulsarlab.verify import events as ev
@@ -51,7 +52,6 @@ from pulsarlab.verify.session import SPARK_LOG_NAME, spark_session
 
 __all__ = ["MAX_CLUSTERS", "SPARK_SCHEMA", "VERDICT_FILE", "base_topic", "verify"]
 
-VERDICT_FILE = "verdict.json"
 ROUTED = "route long, payload binary"
 NEEDS = {  # columns each op contributes to the per-message table, besides op, producer and seq
     "send": ("type", "ts", "cluster", "key", "publish_ts", "payload_hash"),

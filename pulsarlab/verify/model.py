@@ -10,6 +10,8 @@ from typing import Any, Final
 
 from rich.table import Table
 
+from pulsarlab.verify.display import table
+
 MAX_EXAMPLES: Final = 20
 
 CHECKS: Final[tuple[str, ...]] = (
@@ -166,6 +168,4 @@ class Verdict:
 
     def render_table(self) -> Table:
         """Checks and headline metrics (times in UTC, durations with units); see :mod:`.display`."""
-        from pulsarlab.verify.display import table
-
         return table(self)

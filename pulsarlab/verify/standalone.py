@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pulsarlab import timeouts
+
 HOST = "127.0.0.1"
 DAEMON_HEAP = "256m"
-READY_TIMEOUT = 90.0  # s, scaled by PULSARLAB_TIMEOUT_SCALE
 STOP_TIMEOUT = 15.0
 
 
@@ -52,10 +53,6 @@ def free_port() -> int:
         s.bind((HOST, 0))
         port: int = s.getsockname()[1]
         return port
-
-
-def _scaled(seconds: float) -> float:
-    return seconds * float(os.environ.get("PULSARLAB_TIMEOUT_SCALE", "1"))
 
 
 def _tail(path: Path, lines: int = 30) -> str:
@@ -138,7 +135,7 @@ class StandaloneCluster:
         self.daemons.append(Daemon(name, proc, log))
 
     def _await(self, what: str, ready, *watched: Daemon) -> None:  # type: ignore[no-untyped-def]
-        timeout = _scaled(READY_TIMEOUT)
+        timeout = timeouts.timeout("spark")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for d in watched:

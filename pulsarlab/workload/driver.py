@@ -24,8 +24,8 @@ from typing import Any
 from pulsarlab.distribution import Distribution, cache_root, file_lock
 from pulsarlab.errors import DistributionError
 from pulsarlab.history.journal import write_meta
+from pulsarlab.history.manifest import DriverOutcome
 from pulsarlab.progress import NO_PROGRESS, Reporter
-from pulsarlab.workload.manifest import DriverOutcome
 
 SOURCE = Path(__file__).with_name("java") / "Driver.java"
 MAIN_CLASS = "pulsarlab.driver.Driver"

@@ -25,10 +25,10 @@ from pathlib import Path
 from pulsarlab.admin.client import AdminClient, AdminError
 from pulsarlab.distribution import Distribution
 from pulsarlab.history.journal import journal_to_parquet
+from pulsarlab.history.manifest import DriverOutcome, Manifest, new_run_id
 from pulsarlab.progress import NO_PROGRESS, Reporter
 from pulsarlab.security import ClientAuth
 from pulsarlab.workload.driver import DriverProcess, driver_classes
-from pulsarlab.workload.manifest import DriverOutcome, Manifest, new_run_id
 
 SUB_TYPES = ("exclusive", "failover", "shared", "key_shared")
 READY_TIMEOUT = 120.0

@@ -22,7 +22,7 @@ from pulsarlab.errors import PulsarlabError
 from pulsarlab.runtime.base import NodeRuntime
 from pulsarlab.runtime.external import ExternalCluster
 from pulsarlab.scenarios.rto import read_sends
-from pulsarlab.topology import Topology
+from pulsarlab.topology import Topology, bookie_id
 from tests.cluster.ansible_hosts import ContainerHosts, Play, docker
 from tests.eventually import eventually
 
@@ -67,8 +67,7 @@ class Deployed:
         return f"http://{topo.address_of(topo.node(name))}:{topo.node(name).port(port)}"
 
     def bookie_id(self, name: str) -> str:
-        topo = self.hosts.topo
-        return f"{topo.address_of(topo.node(name))}:{topo.node(name).port('bookie')}"
+        return bookie_id(self.hosts.topo, self.hosts.topo.node(name))
 
 
 def jvm_pid(deployed: Deployed, node: str) -> str:

@@ -19,12 +19,12 @@ import yaml
 from typer.testing import CliRunner
 
 from pulsarlab.cli import app
+from pulsarlab.compose_files import write_compose_files
 from pulsarlab.distribution import DEFAULT_VERSION
 from pulsarlab.monitoring.prometheus import Prometheus
 from pulsarlab.runtime.docker import image
 from pulsarlab.runtime.docker.prometheus_image import TAG as PROMETHEUS_TAG
 from pulsarlab.runtime.docker.prometheus_image import ensure_prometheus_image
-from pulsarlab.runtime.docker.standalone import write_compose_files
 from pulsarlab.runtime.external import ExternalCluster
 from pulsarlab.topology import BUILTIN_DIR, BUILTINS, Role, load
 from tests.cluster.test_sync import _produce, assert_placed_in_both_regions

@@ -16,9 +16,9 @@ from pulsarlab.admin import reconcile, replication
 from pulsarlab.admin.client import AdminClient, encode_topic
 from pulsarlab.chaos.schedule import Fault, FaultSchedule
 from pulsarlab.cli import app
+from pulsarlab.history.manifest import read_manifest
 from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.verify import Expectations, verify
-from pulsarlab.workload.manifest import read_manifest
 from pulsarlab.workload.run import WorkloadConfig
 from tests.eventually import eventually
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from pulsarlab import ops
+from pulsarlab import ops, topology
 from pulsarlab.admin.client import AdminClient
 from pulsarlab.cli import app
 from pulsarlab.runtime.local import LocalCluster
@@ -19,8 +19,7 @@ def said(result) -> str:
 
 def test_up_on_a_running_cluster_reports_drift_and_fixes_it_only_with_apply(smoke: LocalCluster) -> None:
     admin = AdminClient(smoke.admin_url("smoke"))
-    bookie = smoke.topo.node("bk1")
-    bookie_id = f"{smoke.topo.address_of(bookie)}:{bookie.port('bookie')}"
+    bookie_id = topology.bookie_id(smoke.topo, smoke.topo.node("bk1"))
     assert bookie_id not in admin.racks(), "smoke's topology gives its bookies no rack"
     pids = {name: rec.pid for name, rec in smoke.state.nodes.items()}
     args = ["up", "--topology", str(smoke.state_dir / "topology.yaml"), "--state-dir", str(smoke.state_dir)]

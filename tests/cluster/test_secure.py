@@ -18,12 +18,13 @@ import requests
 from typer.testing import CliRunner
 
 from pulsarlab import ops
+from pulsarlab.admin import credentials
 from pulsarlab.admin.client import admin_of
 from pulsarlab.cli import app
 from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.runtime.roundtrip import client
 from pulsarlab.runtime.state import ClusterState
-from pulsarlab.security import ClientAuth, commands
+from pulsarlab.security import ClientAuth
 from pulsarlab.topology import Role
 from pulsarlab.workload.run import WorkloadConfig
 from tests.eventually import eventually
@@ -101,7 +102,7 @@ def test_produce_is_refused_without_or_with_a_wrong_token(secure_smoke: LocalClu
 
 def test_role_without_permission_is_refused_until_granted(secure_smoke: LocalCluster, tmp_path: Path) -> None:
     role = f"alice{uuid.uuid4().hex[:6]}"
-    token = commands.create_token(secure_smoke, role, ttl="1h")
+    token = credentials.create_token(secure_smoke, role, ttl="1h")
     alice = ClientAuth(_token_file(tmp_path, token), _ca(secure_smoke))
     web = secure_smoke.admin_url("smoke")
     topics = f"{web}/admin/v2/namespaces/{NS}/topics"

@@ -8,7 +8,7 @@ import uuid
 import pulsar
 import pytest
 
-from pulsarlab import ops
+from pulsarlab import ops, topology
 from pulsarlab.admin import metrics, placement
 from pulsarlab.admin.client import AdminClient
 from pulsarlab.runtime.local import LocalCluster
@@ -87,8 +87,7 @@ def test_an_eu_consumer_reads_from_eu_bookies(sync: LocalCluster, produced: list
 
 def test_configure_repairs_drift_then_has_nothing_to_change(sync: LocalCluster) -> None:
     admin = _admin(sync)
-    bookie = sync.topo.node("bk1-us")
-    bookie_id = f"{sync.topo.address_of(bookie)}:{bookie.port('bookie')}"
+    bookie_id = topology.bookie_id(sync.topo, sync.topo.node("bk1-us"))
     admin.set_rack(bookie_id, "eu", "eu/1")  # a wrong rack, set by hand
     fixed = ops.configure(sync.state_dir)
     assert [(c.object, c.action) for c in fixed.changes] == [(f"rack {bookie_id}", "update")] * 2

@@ -20,9 +20,9 @@ from typer.testing import CliRunner
 from pulsarlab import ops
 from pulsarlab.cli import app
 from pulsarlab.history import read_history
+from pulsarlab.history.manifest import read_manifest
 from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.workload.driver import DriverProcess, driver_classes
-from pulsarlab.workload.manifest import read_manifest
 from pulsarlab.workload.run import WorkloadConfig
 from tests.eventually import eventually
 

@@ -79,7 +79,7 @@ def test_a_workload_whose_drivers_sent_nothing_fails_and_says_why(tmp_path: Path
 
 def test_a_workload_with_a_failed_driver_exits_non_zero_naming_it(tmp_path: Path, monkeypatch) -> None:
     from pulsarlab import ops
-    from pulsarlab.workload.manifest import DriverOutcome
+    from pulsarlab.history.manifest import DriverOutcome
     from pulsarlab.workload.run import Counters, WorkloadResult
 
     failed = [DriverOutcome("read-smoke", "read", "read-smoke", -9, True, "died by signal SIGKILL")]

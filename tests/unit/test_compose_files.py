@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from pulsarlab.admin import commands
+from pulsarlab.compose_files import MERGE_SCRIPT, compose_file_text
 from pulsarlab.render import CONF_FILE, merge_properties, parse_properties, render_node
 from pulsarlab.runtime.docker.compose import CONTAINER
-from pulsarlab.runtime.docker.standalone import MERGE_SCRIPT, compose_file_text
 from pulsarlab.topology import BUILTINS, Role, load
 
 REPO = Path(__file__).resolve().parents[2]

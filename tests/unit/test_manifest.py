@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from pulsarlab.workload.manifest import DriverOutcome, Manifest, new_run_id, read_manifest
+from pulsarlab.history.manifest import DriverOutcome, Manifest, new_run_id, read_manifest
 
 
 def test_run_ids_name_the_utc_start_and_differ() -> None:

@@ -26,10 +26,6 @@ def test_each_destination_gets_one_direction_and_a_missing_replicator_is_not_con
     assert not replication.ReplicationReport([]).healthy
 
 
-def test_namespace_of_a_topic() -> None:
-    assert replication.namespace_of("persistent://world/global/orders-partition-1") == "world/global"
-
-
 def test_geo_workload_produces_on_one_cluster_consumes_on_the_other_and_reads_both() -> None:
     from types import SimpleNamespace
 

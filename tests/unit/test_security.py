@@ -16,13 +16,14 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from typer.testing import CliRunner
 
+from pulsarlab.admin import credentials
 from pulsarlab.admin.reconcile import desired_state
 from pulsarlab.cli import app
 from pulsarlab.errors import TopologyError, UsageError
 from pulsarlab.ops import load_topology
 from pulsarlab.render import parse_properties, render
 from pulsarlab.runtime.docker.compose import render_compose
-from pulsarlab.security import ClientAuth, commands, material
+from pulsarlab.security import ClientAuth, material
 from pulsarlab.topology import BUILTIN_DIR, Role, Security, Topology, load, parse
 
 
@@ -136,20 +137,20 @@ def test_minted_token_expiry_and_bad_role(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("text, seconds", [("90s", 90), ("15m", 900), ("2h", 7200), ("7d", 604800)])
 def test_ttl(text: str, seconds: int) -> None:
-    assert commands.parse_ttl(text).total_seconds() == seconds
+    assert credentials.parse_ttl(text).total_seconds() == seconds
 
 
 @pytest.mark.parametrize("text", ["0h", "2w", "-1h", "h", ""])
 def test_bad_ttl(text: str) -> None:
     with pytest.raises(UsageError):
-        commands.parse_ttl(text)
+        credentials.parse_ttl(text)
 
 
 def test_actions() -> None:
-    assert commands.parse_actions("produce, consume") == ["consume", "produce"]
+    assert credentials.parse_actions("produce, consume") == ["consume", "produce"]
     for bad in ("", "produce,admin"):
         with pytest.raises(UsageError):
-            commands.parse_actions(bad)
+            credentials.parse_actions(bad)
 
 
 # ----- rendering -----------------------------------------------------------------------------------

@@ -17,10 +17,11 @@ from python_on_whales import Container, DockerClient, DockerException
 from pulsarlab.deployment import Say, quiet
 from pulsarlab.distribution import Distribution
 from pulsarlab.errors import NodeStartError, ProcessFailedError, StateError
-from pulsarlab.runtime.base import NodeRuntime, timeout
+from pulsarlab.runtime.base import NodeRuntime
 from pulsarlab.runtime.docker import compose, engine
 from pulsarlab.runtime.docker.image import default_tag
 from pulsarlab.runtime.waits import log_tail
+from pulsarlab.timeouts import timeout
 from pulsarlab.topology import Node, Topology
 
 SETTINGS_FILE = "docker.json"

@@ -9,7 +9,6 @@ a named volume of the project.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from jinja2 import Environment
 
+from pulsarlab.identity import state_digest
 from pulsarlab.render import NodeDirs, node_dirs, render_node, template_env, write_topology
 from pulsarlab.runtime.jvm import hosts_text, memory_limit_mb, pulsar_env
 from pulsarlab.security.material import files_of
@@ -25,7 +25,6 @@ from pulsarlab.topology import Node, Role, Topology
 
 COMPOSE_FILE = "compose.yaml"
 INIT_SERVICE = "metadata-init"
-COMMAND = {Role.ZOOKEEPER: "zookeeper", Role.BOOKIE: "bookie", Role.BROKER: "broker"}
 STOP_GRACE_S = 30
 # how long a health check may fail while the JVM starts before the container counts as unhealthy
 START_PERIOD_S = {Role.ZOOKEEPER: 60, Role.BOOKIE: 120, Role.BROKER: 180}
@@ -52,10 +51,9 @@ CONTAINER_SECURITY = Path("/pulsarlab-security")
 
 
 def project_name(topo: Topology, state_dir: Path) -> str:
-    """``pulsarlab-<topology>-<8 hex of the state dir>``: two deployments never share a project."""
-    digest = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:8]
+    """``pulsarlab-<topology>-<state digest>``: two deployments never share a project."""
     slug = re.sub(r"[^a-z0-9_-]+", "-", topo.name.lower()).strip("-") or "cluster"
-    return f"pulsarlab-{slug}-{digest}"
+    return f"pulsarlab-{slug}-{state_digest(state_dir)}"
 
 
 def health_script(topo: Topology, node: Node) -> str:
@@ -106,7 +104,7 @@ def services(topo: Topology, state_dir: Path, project: str) -> list[Service]:
         host = node_dirs(state_dir, node)
         out.append(Service(
             name=node.name, role=node.role.value, container=f"{project}-{node.name}",
-            command=log_command([COMMAND[node.role]], str(CONTAINER.log_file)),
+            command=log_command([node.role.start_command], str(CONTAINER.log_file)),
             env=pulsar_env(topo, node, CONTAINER), conf=str(host.conf), logs=str(host.logs),
             volume=f"data-{node.name}", health=health_script(topo, node),
             security=str(files_of(state_dir).root) if topo.security is not None and node.role == Role.BROKER else "",

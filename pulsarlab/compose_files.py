@@ -121,10 +121,9 @@ def node_service(topo: Topology, node: Node, configs: dict[str, Config]) -> Stan
             f"-Djdk.net.hosts.file={CONTAINER.conf / 'hosts'}", f"-Djdk.net.hosts.file={HOSTS_FILE}")
         hosts = f"printf '%s %s\\n127.0.0.1 localhost\\n' {topo.address_of(node)} \"$HOSTNAME\" > {HOSTS_FILE} && "
     mounts.append(("conf-merge", "/pulsarlab/conf-merge"))
-    role_cmd = {Role.ZOOKEEPER: "zookeeper", Role.BOOKIE: "bookie", Role.BROKER: "broker"}[node.role]
     env["PULSAR_LOG_DIR"] = "/pulsar/logs"
     script = (f"{hosts}bash /pulsarlab/conf-merge {OVERLAY_DIR / conf_name} {SHIPPED_CONF / conf_name} && "
-              f"exec bin/pulsar {role_cmd}")
+              f"exec bin/pulsar {node.role.start_command}")
     return StandaloneService(
         name=node.name, role=node.role.value, command=["bash", "-c", script], env=env, configs=mounts,
         health=["CMD", "bash", "-c", health_script(topo, node)], start_period=START_PERIOD_S[node.role],

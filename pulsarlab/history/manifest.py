@@ -1,4 +1,5 @@
-"""A run's id and its manifest ``_run.json`` (the format is in ``docs/history.md``).
+"""A run's id, its manifest ``_run.json`` (the format is in ``docs/history.md``) and the name of
+the verdict the verifier writes beside them.
 
 ``workload run`` writes the manifest when the run starts (``finished`` false) and rewrites it as
 drivers come and go and when the run ends, so a manifest left unfinished says the run itself died.
@@ -14,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 MANIFEST = "_run.json"
+VERDICT_FILE = "verdict.json"  # written into a single run's directory by the verifier; the report reads it
 FORMAT = 1
 
 
