@@ -1,12 +1,13 @@
-"""Shared test plumbing: tiers run in order (unit, cluster, scenario), each tier's wall time is printed,
-and one real cluster at a time is shared by the tests that ask for its topology, always taken down."""
+"""Shared test plumbing: the run is split over pytest-xdist workers, each in an address lane of its
+own; the tests that share a deployment form one xdist group (one worker runs them all, one after the
+other, on one cluster); the groups are handed out longest first; each tier's wall time and each
+worker's busy time are printed at the end. One real cluster at a time per worker, always taken down."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -16,50 +17,111 @@ from pulsarlab.runtime.local import LocalCluster
 from tests.topology_files import builtin_at
 
 TIERS = ("unit", "cluster", "scenarios")
+# The deployments tests share, by the fixture that brings each up (first match wins).
+DEPLOYMENTS = ("secure_smoke", "secure_geo", "active_active", "smoke", "sync", "geo")
+# Rough seconds per group (a clean CI run's --durations, setup included): only the order in which
+# the groups are handed out depends on it (longest first, so the last one to start is short). A
+# group missing here counts as a minute; ungrouped tests (unit, single scenarios) come last.
+EXPECTED_S = {
+    "ansible": 900, "sync": 300, "compose_files": 300, "geo": 240, "smoke": 200, "docker": 200,
+    "active_active": 150, "secure_smoke": 150, "secure_geo": 120, "pytest_plugin": 120, "install": 90,
+    "terminal": 60, "spark_cluster": 60,
+}
+# modules sharing one engine-side deployment or image (and their module fixtures) run on one worker
+MODULE_GROUPS = {
+    "test_ansible": "ansible", "test_compose_files": "compose_files", "test_docker_runtime": "docker",
+    "test_docker_sync": "docker", "test_docker_image": "docker", "test_pytest_plugin": "pytest_plugin",
+    "test_install": "install", "test_terminal": "terminal", "test_spark_cluster": "spark_cluster",
+}
 _spans: dict[str, list[float]] = {}
 _counts: dict[str, int] = {}
+_busy: dict[str, float] = {}
 
 
-def tier_of(item: pytest.Item) -> str:
-    parts = Path(str(item.fspath)).parts
+def _lane() -> None:
+    """Worker gwN (N > 0) moves its clusters to its own address lane: the second octet of the
+    base prefix (``PULSARLAB_TEST_ADDRESS_PREFIX``, default 127.0) plus 100 x N."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    n = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    if n:
+        first, second = os.environ.get("PULSARLAB_TEST_ADDRESS_PREFIX", "127.0").split(".")
+        lane = int(second) + 100 * n
+        if lane > 255:
+            raise pytest.UsageError(f"xdist worker {worker} has no address lane left above {first}.{second}: use fewer workers")
+        os.environ["PULSARLAB_TEST_ADDRESS_PREFIX"] = f"{first}.{lane}"
+
+
+_lane()
+
+
+def tier_of_path(path: str) -> str:
+    parts = Path(path).parts
     for t in TIERS:
         if t in parts:
             return t
     return "unit"
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # unit first; within the cluster tier, tests sharing a topology stay together
-    def key(item: pytest.Item) -> tuple[int, int]:
-        topo = next((i for i, name in enumerate(("smoke", "sync", "geo", "active_active")) if name in item.fixturenames), 9)
-        return TIERS.index(tier_of(item)), topo
+def tier_of(item: pytest.Item) -> str:
+    return tier_of_path(str(item.fspath))
 
-    items.sort(key=key)
+
+def group_of(item: pytest.Item) -> str | None:
+    """The xdist group of a test: the deployment it shares, else its module's, else none."""
+    if tier_of(item) != "cluster":
+        return None
+    module = Path(str(item.fspath)).stem
+    if module in MODULE_GROUPS:
+        return MODULE_GROUPS[module]
+    return next((d for d in DEPLOYMENTS if d in item.fixturenames), module)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if tier_of(item) == "cluster":
             item.add_marker(pytest.mark.cluster)
         elif tier_of(item) == "scenarios":
             item.add_marker(pytest.mark.scenario)
+        group = group_of(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+    # longest groups first; then single scenarios, then the unit tier; order kept within each
+    def key(item: pytest.Item) -> tuple[int, float]:
+        group = group_of(item)
+        if group is not None:
+            return 0, -EXPECTED_S.get(group, 60)
+        return (1 if tier_of(item) == "scenarios" else 2), 0
+
+    items.sort(key=key)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem):
-    tier = tier_of(item)
-    start = time.monotonic()
-    yield
-    span = _spans.setdefault(tier, [start, start])
-    span[1] = time.monotonic()
-    _counts[tier] = _counts.get(tier, 0) + 1
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # runs where the results arrive (the xdist controller, or the one process without xdist)
+    tier = tier_of_path(report.nodeid.split("::")[0])
+    span = _spans.setdefault(tier, [report.start, report.stop])
+    span[0], span[1] = min(span[0], report.start), max(span[1], report.stop)
+    if report.when == "teardown":
+        _counts[tier] = _counts.get(tier, 0) + 1
+    node = getattr(report, "node", None)
+    worker = getattr(getattr(node, "gateway", None), "id", "main")
+    _busy[worker] = _busy.get(worker, 0.0) + report.duration
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
     terminalreporter.section("wall time per tier")
     for t in TIERS:
         if t in _spans:
             a, b = _spans[t]
-            terminalreporter.write_line(f"{t:9s} {_counts[t]:4d} tests  {b - a:7.1f} s")
+            terminalreporter.write_line(f"{t:9s} {_counts.get(t, 0):4d} tests  {b - a:7.1f} s  (first start to last end)")
         else:
             terminalreporter.write_line(f"{t:9s}    0 tests")
+    if len(_busy) > 1:
+        terminalreporter.write_line("busy time per worker: " + ", ".join(f"{w} {s:.0f} s" for w, s in sorted(_busy.items())))
+
 
 class ClusterPool:
     """Keeps at most one running cluster; asking for another topology takes the current one down."""
