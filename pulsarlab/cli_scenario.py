@@ -121,7 +121,7 @@ def run_cmd(
     for sc, run_dir in plan:
         try:
             with reporter(err, quiet=as_json) as progress:  # closed before the verdict's table is printed
-                verdict = run_scenario(sc, run_dir, runtime, say=progress)
+                verdict = run_scenario(sc, run_dir, ops, runtime, say=progress)
         except PulsarlabError as exc:
             if len(plan) == 1:
                 raise

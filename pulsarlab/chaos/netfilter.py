@@ -1,7 +1,7 @@
 """Packet filtering between nodes with iptables, and its exact undoing.
 
 Every rule pulsarlab adds is a DROP in the ``filter`` table's ``OUTPUT`` chain that matches the
-sending socket's cgroup (``-m cgroup --path``: one node's, see :mod:`pulsarlab.runtime.cgroup`)
+sending socket's cgroup (``-m cgroup --path``: one node's, as its deployment's ``traffic_cgroup`` names it)
 and one destination address (another node's), and carries an iptables comment that starts with
 the deployment's identity (``pulsarlab:<hash of its state directory>``). Matching on the sender's
 cgroup rather than its address is what makes the cut real: on loopback every node's outgoing
@@ -26,8 +26,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from pulsarlab.deployment import state_digest
 from pulsarlab.errors import StateError
-from pulsarlab.runtime.cgroup import digest
 
 CHAIN = "OUTPUT"
 PREFIX = "pulsarlab:"
@@ -37,7 +37,7 @@ _LABEL = re.compile(r"^[A-Za-z0-9_.:|>-]+( [A-Za-z0-9_.:|>-]+)*$")
 def identity(state_dir: Path) -> str:
     """The comment prefix of one deployment's rules: stable across processes (it is derived from
     the state directory's absolute path), so a later ``heal`` finds what a crashed run added."""
-    return f"{PREFIX}{digest(state_dir)}"
+    return f"{PREFIX}{state_digest(state_dir)}"
 
 
 @dataclass(frozen=True, order=True)

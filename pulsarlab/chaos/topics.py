@@ -10,23 +10,23 @@ from __future__ import annotations
 
 from pulsarlab.admin.client import AdminClient
 from pulsarlab.chaos import targets
-from pulsarlab.chaos.schedule import register
-from pulsarlab.deployment import Deployment
+from pulsarlab.chaos.actions import Done, register
+from pulsarlab.deployment import Endpoints
 
 
-def _one_topic(cluster: Deployment, args: tuple[str, ...]) -> None:
+def _one_topic(cluster: Endpoints, args: tuple[str, ...]) -> None:
     if len(args) != 1:
         raise ValueError("needs exactly one topic")
     targets.check_topic_syntax(args[0])
     targets.topic_cluster(cluster.topo, args[0])
 
 
-def unload(cluster: Deployment, args: tuple[str, ...]) -> str:
+def unload(cluster: Endpoints, args: tuple[str, ...]) -> Done:
     """Unload the topic over the admin REST API of its cluster."""
     topic = args[0]
     name = targets.topic_cluster(cluster.topo, topic)
     AdminClient(cluster.admin_url(name)).unload_topic(topic)
-    return f"unloaded {topic}: its current ledger closed, the topic loaded again on a new one"
+    return Done(f"unloaded {topic}: its current ledger closed, the topic loaded again on a new one")
 
 
 register("unload", unload, _one_topic)

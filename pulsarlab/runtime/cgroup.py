@@ -12,18 +12,14 @@ a cgroup of its own already; :func:`of_pid` reads it.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
 
+from pulsarlab.deployment import state_digest
+
 PARENT = "pulsarlab"
 MOUNTS = Path("/proc/self/mounts")
-
-
-def digest(state_dir: Path) -> str:
-    """A short, stable name for one deployment (its resolved state directory)."""
-    return hashlib.sha256(str(Path(state_dir).resolve()).encode()).hexdigest()[:12]
 
 
 def hierarchy() -> Path | None:
@@ -48,7 +44,7 @@ def usable() -> Path | None:
 
 def node_path(state_dir: Path, node: str) -> str:
     """A node's cgroup, relative to the hierarchy's root (as ``iptables -m cgroup --path`` takes it)."""
-    return f"{PARENT}/{digest(state_dir)}/{node}"
+    return f"{PARENT}/{state_digest(state_dir)}/{node}"
 
 
 def entering(state_dir: Path, node: str) -> Callable[[], None] | None:
@@ -95,7 +91,7 @@ def remove(state_dir: Path) -> None:
     root = hierarchy()
     if root is None:
         return
-    base = root / PARENT / digest(state_dir)
+    base = root / PARENT / state_digest(state_dir)
     if not base.is_dir():
         return
     for d in base.iterdir():

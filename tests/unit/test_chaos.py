@@ -9,9 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from pulsarlab.chaos import netfilter, targets
+from pulsarlab.chaos.actions import ACTIONS, Fault, check
 from pulsarlab.chaos.netfilter import Rule
-from pulsarlab.chaos.schedule import ACTIONS, Fault, check
 from pulsarlab.cli import app
+from pulsarlab.deployment import state_digest
 from pulsarlab.errors import StateError
 from pulsarlab.runtime import new_deployment
 from pulsarlab.topology import Role, load
@@ -111,7 +112,7 @@ def test_cuts_match_each_nodes_own_cgroup_and_the_other_nodes_address(sync, monk
     monkeypatch.setattr(cgroup, "usable", lambda: Path("/sys/fs/cgroup"))  # as root: each node in its own
     assert region_nodes(sync, "us") == ["bk1-us", "bk2-us", "pulsar1-us", "pulsar2-us"]
     assert addresses(sync, region_nodes(sync, "us")) == ["127.0.2.1", "127.0.2.2", "127.0.2.3", "127.0.2.4"]
-    group = f"pulsarlab/{cgroup.digest(sync.state_dir)}"
+    group = f"pulsarlab/{state_digest(sync.state_dir)}"
     rules = partition_rules(sync, "eu", "us")
     assert len(rules) == 5 * 4 * 2  # zk + 4 eu nodes, 4 us nodes, both ways
     # what zk sends to bk1-us, and what bk1-us sends to zk: the sender told apart by its cgroup
@@ -220,7 +221,7 @@ def test_mute_drops_only_what_the_node_sends_to_clients(sync, monkeypatch) -> No
 
     monkeypatch.setattr(cgroup, "usable", lambda: Path("/sys/fs/cgroup"))
     [rule] = mute_rules(sync, "pulsar1-eu")
-    assert (rule.cgroup, rule.dest) == (f"pulsarlab/{cgroup.digest(sync.state_dir)}/pulsar1-eu", CLIENT_ADDRESS)
+    assert (rule.cgroup, rule.dest) == (f"pulsarlab/{state_digest(sync.state_dir)}/pulsar1-eu", CLIENT_ADDRESS)
     assert rule.comment.endswith(" mute pulsar1-eu")
 
 
