@@ -74,10 +74,18 @@ class Endpoints(Protocol):
     """What every deployment has, whoever started its nodes: where it answers, its credentials,
     what its nodes look like now, and how to let go of it."""
 
-    runtime: str
-    topo: Topology
-    state_dir: Path
-    say: Say
+    # read-only here: an implementation may hold something narrower (a Reporter is a Say)
+    @property
+    def runtime(self) -> str: ...
+
+    @property
+    def topo(self) -> Topology: ...
+
+    @property
+    def state_dir(self) -> Path: ...
+
+    @property
+    def say(self) -> Say: ...
 
     def service_url(self, cluster: str) -> str: ...
 

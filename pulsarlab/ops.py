@@ -259,12 +259,12 @@ def chaos_action(state_dir: Path | None, action: str, args: list[str], say: Say 
     return run_fault(cluster, fault).what
 
 
-def fault_schedule(state_dir: Path | None, steps: Sequence[Step], out: Path, say: Say = _quiet) -> Scheduler:
-    """A schedule of faults for a workload run into ``out`` (see :func:`workload_run`); every
-    fault checked against the running cluster now."""
-    cluster = open_control(state_dir, "run faults", say)
+def fault_schedule(state_dir: Path | None, steps: Sequence[Step | str], out: Path, say: Say = _quiet) -> Scheduler:
+    """A schedule of faults (or ``AT ACTION ARGS...`` texts) for a workload run into ``out`` (see
+    :func:`workload_run`); every fault checked against the running cluster now."""
     try:
-        return Scheduler(cluster, steps, history=out, say=say)
+        parsed = [Fault.parse(s) if isinstance(s, str) else s for s in steps]
+        return Scheduler(open_control(state_dir, "run faults", say), parsed, history=out, say=say)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 

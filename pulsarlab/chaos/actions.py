@@ -8,14 +8,12 @@ register their actions here when imported; importing :mod:`pulsarlab.chaos` regi
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
 
 from pulsarlab.deployment import Endpoints, NodeControl
-
-APPLIED: Final = "applied"
-HEALED: Final = "healed"
+from pulsarlab.history.faults import APPLIED, HEALED
 
 
 @dataclass(frozen=True)
@@ -30,6 +28,18 @@ class Fault:
 
     def __str__(self) -> str:
         return " ".join((self.action, *self.args))
+
+    @classmethod
+    def parse(cls, text: str) -> Fault:
+        """``AT ACTION ARGS...``, as ``workload run --fault`` takes it (``"10 kill bk1-eu"``)."""
+        words = shlex.split(text)
+        try:
+            at = float(words[0]) if len(words) >= 2 else -1.0
+        except ValueError:
+            at = -1.0
+        if at < 0:
+            raise ValueError(f"fault {text!r}: expected 'AT ACTION ARGS...', AT in seconds (e.g. '10 kill bk1-eu')")
+        return cls(at, words[1], tuple(words[2:]))
 
 
 @dataclass(frozen=True)

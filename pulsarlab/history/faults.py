@@ -38,8 +38,10 @@ FAULT_SCHEMA: Final[pa.Schema] = pa.schema(
 """One fault: its place in the schedule, what (action, args, the nodes it acted on), whether it
 damaged or healed, when (seconds from the schedule's start on the monotonic clock; wall clock in
 ns when it began and when it returned), and how it went (``ok`` with what it did, or ``error``)."""
+APPLIED: Final = "applied"  # the action does damage
+HEALED: Final = "healed"  # the action undoes some (start, resume, heal)
 OUTCOMES: Final = frozenset({"ok", "error"})
-PHASES: Final = frozenset({"applied", "healed"})
+PHASES: Final = frozenset({APPLIED, HEALED})
 
 
 @dataclass(frozen=True)

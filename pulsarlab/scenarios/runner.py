@@ -6,8 +6,8 @@ in ``faults.parquet``), ``verdict.json`` (the verifier's) and ``scenario.json`` 
 verdict). The cluster lives in ``<run dir>.cluster/`` beside it (node logs stay there after ``down``).
 
 The runner composes what the orchestration layer does (bring a cluster up, run a workload) and is
-given that layer as a :class:`Lab` by its caller (``pulsarlab scenario run`` passes
-:mod:`pulsarlab.ops`): nothing here imports it.
+given that layer's functions as a :class:`Lab` by its caller (``pulsarlab scenario run`` gives
+:mod:`pulsarlab.ops`'s): nothing here imports it.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
 
 import yaml
 
@@ -31,24 +31,20 @@ from pulsarlab.scenarios.conditions import WaitRecord, wait_for
 from pulsarlab.scenarios.model import Scenario, Step, step_fault
 from pulsarlab.scenarios.rto import Rto, rto_of_run
 from pulsarlab.scenarios.verdict import ScenarioVerdict, judge
-from pulsarlab.workload.run import Counters, WorkloadConfig, WorkloadResult
+from pulsarlab.workload.run import Counters, WorkloadResult
 
 TOPOLOGY_FILE = "scenario-topology.yaml"
 
 
-class Lab(Protocol):
-    """What a scenario run needs of the orchestration layer (:mod:`pulsarlab.ops` is one)."""
+@dataclass(frozen=True)
+class Lab:
+    """What a scenario run needs of the orchestration layer, given by its caller (``pulsarlab
+    scenario run`` gives :mod:`pulsarlab.ops`'s functions): bring a topology up fresh, name a
+    topic, run a workload with a fault schedule."""
 
-    def up(self, topology: str, runtime: str = ..., state_dir: Path | None = ..., dist: str | None = ...,
-           say: Say = ...) -> tuple[UpResult, NodeControl]: ...
-
-    def default_topic(self, cluster: Endpoints, cluster_name: str, suffix: str) -> str: ...
-
-    def workload_run(
-        self, state_dir: Path | None, cfg: WorkloadConfig, out: Path, cluster_name: str | None = ...,
-        region: str | None = ..., tick: Callable[[Counters], None] | None = ..., consume_cluster: str | None = ...,
-        *args: Any, schedule: Scheduler | None = ..., **kwargs: Any,
-    ) -> WorkloadResult: ...
+    up: Callable[..., tuple[UpResult, NodeControl]]
+    default_topic: Callable[[Endpoints, str, str], str]
+    workload_run: Callable[..., WorkloadResult]
 
 
 def waited(cluster: Endpoints, topic: str, step: Step, say: Say, what: str, started_s: float | None = None,

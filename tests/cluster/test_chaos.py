@@ -22,6 +22,7 @@ from pulsarlab import ops
 from pulsarlab.admin.client import AdminClient, encode_topic
 from pulsarlab.chaos import netfilter, recovery, targets
 from pulsarlab.chaos.actions import Fault, run_fault
+from pulsarlab.deployment import state_digest
 from pulsarlab.errors import StateError
 from pulsarlab.runtime import cgroup
 from pulsarlab.runtime.local import LocalCluster
@@ -100,7 +101,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_every_node_runs_in_a_cgroup_of_its_own(sync: LocalCluster) -> None:
     for st in sync.status():
-        assert cgroup.of_pid(st.pid) == f"pulsarlab/{cgroup.digest(sync.state_dir)}/{st.name}", st.name
+        assert cgroup.of_pid(st.pid) == f"pulsarlab/{state_digest(sync.state_dir)}/{st.name}", st.name
 
 
 def test_partition_cuts_eu_from_us_both_ways_and_heal_restores_it(sync: LocalCluster) -> None:

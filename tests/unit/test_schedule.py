@@ -136,3 +136,20 @@ def test_an_action_says_what_it_did_and_to_which_nodes() -> None:
     cluster = Recorder()
     done = actions.run_fault(cluster, Fault(0, "region-loss", ("us",)))  # type: ignore[arg-type]
     assert isinstance(done, Done) and set(done.nodes) == {n.name for n in cluster.topo.nodes if n.region == "us"}
+
+
+@pytest.mark.parametrize("text", ["kill bk1-eu", "soon kill bk1-eu", "-1 kill bk1-eu", "10"])
+def test_a_workload_fault_that_is_not_at_action_args_is_a_usage_error(text: str, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from pulsarlab.cli import app
+
+    result = CliRunner().invoke(app, ["workload", "run", "--out", str(tmp_path / "run"), "--fault", text,
+                                      "--state-dir", str(tmp_path / "none")])
+    assert result.exit_code == 2, result.output
+    assert "expected 'AT ACTION ARGS...'" in result.stderr and not (tmp_path / "run").exists()
+
+
+def test_fault_text_is_at_action_args() -> None:
+    assert Fault.parse("10 kill bk1-eu bk2-eu") == Fault(10.0, "kill", ("bk1-eu", "bk2-eu"))
+    assert Fault.parse("2.5 heal") == Fault(2.5, "heal")
