@@ -123,6 +123,7 @@ def test_workload_faults_are_rows_of_its_history(smoke: LocalCluster, tmp_path: 
     result = runner.invoke(app, ["workload", "run", "--out", str(run), "--duration", "8", "--rate", "200",
                                  "--fault", "2 kill bk2", "--fault", "4 start bk2", "--state-dir", str(smoke.state_dir)])
     assert result.exit_code == 0, result.output
+    smoke.state = LocalCluster.open(smoke.state_dir).state  # the pids the command's process recorded
     assert smoke.alive("bk2")
     faults = read_faults(run)
     assert faults is not None and [(f.fault, f.nodes, f.phase, f.outcome) for f in faults] == [
