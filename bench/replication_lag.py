@@ -45,7 +45,7 @@ if __package__ in (None, ""):  # run as a script: import this checkout's pulsarl
 
 from pulsarlab import ops
 from pulsarlab.admin import replication
-from pulsarlab.deployment import Deployment
+from pulsarlab.deployment import Endpoints, NodeControl
 from pulsarlab.errors import PulsarlabError
 from pulsarlab.runtime.state import ClusterState
 from pulsarlab.topology import Role
@@ -110,7 +110,7 @@ class Drain:
     status: str
 
 
-def eu_to_us(cluster: Deployment, topic: str) -> replication.Direction | None:
+def eu_to_us(cluster: Endpoints, topic: str) -> replication.Direction | None:
     found = [d for d in replication.inspect(cluster, topic).directions if d.source == EU and d.destination == US]
     return found[0] if found else None
 
@@ -127,7 +127,7 @@ def wait_for(what: str, check, timeout: float, poll: float):  # type: ignore[no-
         time.sleep(poll)
 
 
-def start_together(cluster: Deployment, names: list[str]) -> list[float]:
+def start_together(cluster: NodeControl, names: list[str]) -> list[float]:
     """Start nodes at once, each waited ready; when each was ready (monotonic seconds)."""
     def start(name: str) -> float:
         cluster.start_node(name)
@@ -137,7 +137,7 @@ def start_together(cluster: Deployment, names: list[str]) -> list[float]:
         return list(pool.map(start, names))
 
 
-def drain(cluster: Deployment, out: Path, rate: float, outage: float, warmup: float, tail: float, poll: float,
+def drain(cluster: NodeControl, out: Path, rate: float, outage: float, warmup: float, tail: float, poll: float,
           timeout: float) -> Drain:
     """A producer on cluster-eu; every cluster-us node down ``outage`` s; the eu -> us backlog's drain."""
     topic = f"{NAMESPACE}/replag-drain-{uuid.uuid4().hex[:8]}"

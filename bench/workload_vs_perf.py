@@ -55,7 +55,7 @@ import pyarrow.dataset as ds
 
 from bench._topo import describe, jvm_setting, topology_at
 from pulsarlab import ops
-from pulsarlab.deployment import Deployment
+from pulsarlab.deployment import Endpoints
 from pulsarlab.history import SCHEMA, part_files
 from pulsarlab.runtime.roundtrip import client as pulsar_client
 from pulsarlab.workload.run import WorkloadConfig
@@ -115,7 +115,7 @@ def storage_span_ms(service_url: str, topic: str, partitions: int) -> tuple[int,
     return min(first), max(last)
 
 
-def run_ours(cluster: Deployment, topic: str, s: Settings) -> Sample:
+def run_ours(cluster: Endpoints, topic: str, s: Settings) -> Sample:
     cfg = WorkloadConfig(topic, partitions=s.partitions, producers=s.producers, consumers=0, rate=0, message_size=s.size,
                          duration=s.seconds, batching=s.batching, max_pending=MAX_PENDING, send_timeout_ms=SEND_TIMEOUT_S * 1000)
     out = Path(tempfile.mkdtemp(prefix="pulsarlab-wl-")) / "run"
@@ -131,7 +131,7 @@ def run_ours(cluster: Deployment, topic: str, s: Settings) -> Sample:
     return Sample(len(acked), seconds, (last - first) / 1e3, getattr(result, "send_rate", None))
 
 
-def run_perf(cluster: Deployment, topic: str, s: Settings) -> Sample:
+def run_perf(cluster: Endpoints, topic: str, s: Settings) -> Sample:
     target = ops.workload_target(cluster, None, None)
     ops.prepare_topic(cluster, target, WorkloadConfig(topic, partitions=s.partitions))
     dist = cluster.distribution()
@@ -213,7 +213,7 @@ def compare_jvm(jvm: dict[str, object], s: Settings, rounds: int, prefix: str) -
     folder = Path(tempfile.mkdtemp(prefix="pulsarlab-bench-jvm-"))
     other = f"127.{int(prefix.split('.')[1]) + 1}"
     sides = {"defaults": (prefix, {}), "changed": (other, jvm)}
-    clusters: dict[str, Deployment] = {}
+    clusters: dict[str, Endpoints] = {}
     samples: dict[str, list[Sample]] = {name: [] for name in sides}
     try:
         for name, (pfx, settings) in sides.items():

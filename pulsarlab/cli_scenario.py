@@ -14,7 +14,7 @@ from pulsarlab.cli_common import JsonOpt, err, out, print_whole, reported
 from pulsarlab.cli_progress import reporter
 from pulsarlab.errors import PulsarlabError, UsageError
 from pulsarlab.scenarios import model
-from pulsarlab.scenarios.runner import fresh_run_dir, run_scenario
+from pulsarlab.scenarios.runner import Lab, fresh_run_dir, run_scenario
 from pulsarlab.scenarios.verdict import ScenarioVerdict
 from pulsarlab.verify.model import EXIT_CODES, FAIL, INCONCLUSIVE, PASS
 
@@ -111,6 +111,7 @@ def run_cmd(
     from pulsarlab import ops
 
     ops._check_runtime(runtime)
+    lab = Lab(ops.up, ops.default_topic, ops.workload_run)  # what a scenario run composes
     refs = list(scenarios or [])
     if run_all == bool(refs):
         raise UsageError("name the scenario(s) to run, or pass --all (not both)")
@@ -121,7 +122,7 @@ def run_cmd(
     for sc, run_dir in plan:
         try:
             with reporter(err, quiet=as_json) as progress:  # closed before the verdict's table is printed
-                verdict = run_scenario(sc, run_dir, runtime, say=progress)
+                verdict = run_scenario(sc, run_dir, lab, runtime, say=progress)
         except PulsarlabError as exc:
             if len(plan) == 1:
                 raise

@@ -58,7 +58,7 @@ def logs_cmd(
 
     if (node is None) == (not all_nodes) or (all_nodes and follow):
         raise UsageError("give one NODE, or --all (which does not follow)")
-    cluster = ops.open_cluster(state_dir)
+    cluster = ops.open_control(state_dir, "show node logs")
     if all_nodes:
         for log in logs.all_logs(cluster, lines, since):
             for text in log.lines:

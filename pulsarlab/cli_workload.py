@@ -11,6 +11,7 @@ from pulsarlab import ops
 from pulsarlab.cli_common import StateDirOpt, err, out, reported
 from pulsarlab.cli_progress import QuietOpt, reporter
 from pulsarlab.errors import UsageError
+from pulsarlab.history.faults import FAULTS_FILE
 from pulsarlab.workload.run import Counters
 
 app = typer.Typer(no_args_is_help=True, help="Drive recorded traffic through the running cluster.")
@@ -42,6 +43,9 @@ def workload_run(
         str | None, typer.Option(help="cluster the consumers connect to (default: the producers'); geo: another one")
     ] = None,
     region: Annotated[str | None, typer.Option(help="region the clients stand in, recorded in the history")] = None,
+    fault: Annotated[list[str] | None, typer.Option(
+        "--fault", help="'AT ACTION ARGS': a fault AT seconds after the first acknowledged send, e.g. '10 kill bk1-eu' "
+                        "(repeatable; each one a row of the history's faults.parquet)")] = None,
     state_dir: StateDirOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
@@ -51,7 +55,8 @@ def workload_run(
     the live counters show on stderr. The last lines (stdout) give the counters, the topic and the
     history folder.
 
-    Exit code: 0 the history is complete, 1 nothing was sent or a driver failed, 2 usage error.
+    Exit code: 0 the history is complete, 1 nothing was sent, a driver failed or a --fault did not run, 2 usage
+    error (a --fault that cannot run on this cluster included).
     """
     try:
         cfg = ops.WorkloadConfig(topic, partitions, producers, consumers, subscription, subscription_type, keys, rate,
@@ -60,10 +65,11 @@ def workload_run(
         raise UsageError(str(exc)) from None
 
     with reporter(err, quiet) as progress:
+        schedule = ops.fault_schedule(state_dir, fault, out_dir, say=progress) if fault else None
         progress.begin("counters", "live counters", "waiting for the drivers")
         result = ops.workload_run(state_dir, cfg, out_dir, cluster, region,
                                   tick=lambda c: progress.update("counters", counters_line(c)),
-                                  consume_cluster=consume_cluster, progress=progress)
+                                  consume_cluster=consume_cluster, progress=progress, schedule=schedule)
         progress.end("counters", counters_line(result.counters))
     out.print(counters_line(result.counters), highlight=False)
     for e in result.errors[:5]:
@@ -78,6 +84,13 @@ def workload_run(
     if result.failed:
         err.print(f"[bold red]error:[/] {len(result.failed)} driver(s) failed: the history in {result.out} "
                   "lacks evidence (its verdict will be inconclusive)", highlight=False)
+        raise typer.Exit(1)
+    if schedule is not None and (schedule.errors or len(schedule.faults) < len(fault or [])):
+        for e in schedule.errors:
+            err.print(f"[bold red]error:[/] fault {e}", highlight=False)
+        ran = len(schedule.faults) - len(schedule.errors)
+        err.print(f"[bold red]error:[/] {ran} of {len(fault or [])} fault(s) ran (see {result.out / FAULTS_FILE})",
+                  highlight=False)
         raise typer.Exit(1)
     out.print(f"topic {cfg.topic}", highlight=False)
     out.print(f"history in {result.out} ({result.send_rate:.0f} acked sends/s); check it with: pulsarlab verify {result.out}",

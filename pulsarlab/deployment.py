@@ -1,11 +1,16 @@
 """The contract of a running deployment: all that ``admin/``, ``workload/``, ``chaos/`` and ``ops``
 may know of one, whatever runtime runs its nodes.
 
-A deployment is a topology brought up under a state directory. It exposes endpoints (per cluster
-the service and admin URLs; per node its role, cluster, region, address and HTTP URL) and node
-control (running?, stop, start, kill, pause, resume, wipe one node's data, its log).
-``pulsarlab.runtime`` provides the implementations (local processes, docker compose) and opens the
-one a state directory records.
+A deployment is a topology under a state directory, split by purpose:
+
+- :class:`Endpoints`, what every deployment has: per cluster the service and admin URLs, per node
+  its role, cluster, region, address and HTTP URL, client credentials, whether each node runs;
+- :class:`NodeControl`, what a runtime that acts on nodes adds: running?, stop, start, kill,
+  pause, resume, wipe one node's data, its log and cgroup, and ``up``.
+
+A cluster pulsarlab only attached to is :class:`Endpoints` and nothing more, so passing it where
+node control is needed is a type error. ``pulsarlab.runtime`` provides the implementations (local
+processes, docker compose, an attached cluster) and opens the one a state directory records.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from pulsarlab.distribution import Distribution
@@ -47,7 +52,7 @@ class UpResult:
     already_running: bool
     seconds: float
     started: list[str]
-    drift: list = field(default_factory=list)  # differences from the topology an `up` found on a running cluster
+    drift: list[Any] = field(default_factory=list)  # differences from the topology an `up` found on a running cluster
     drift_fixed: bool = False
 
 
@@ -64,15 +69,23 @@ class NodeEndpoint:
 
 
 @runtime_checkable
-class Deployment(Protocol):
-    """A running (or stopped) deployment, as every command sees it."""
+class Endpoints(Protocol):
+    """What every deployment has, whoever started its nodes: where it answers, its credentials,
+    what its nodes look like now, and how to let go of it."""
 
-    runtime: str
-    topo: Topology
-    state_dir: Path
-    say: Say
+    # read-only here: an implementation may hold something narrower (a Reporter is a Say)
+    @property
+    def runtime(self) -> str: ...
 
-    # -- endpoints --------------------------------------------------------------------------
+    @property
+    def topo(self) -> Topology: ...
+
+    @property
+    def state_dir(self) -> Path: ...
+
+    @property
+    def say(self) -> Say: ...
+
     def service_url(self, cluster: str) -> str: ...
 
     def admin_url(self, cluster: str) -> str:
@@ -85,8 +98,28 @@ class Deployment(Protocol):
         """A client's token file and CA on a secure deployment (default role: the admin); None when open."""
         ...
 
-    # -- node control -----------------------------------------------------------------------
-    def alive(self, name: str) -> bool: ...
+    def alive(self, name: str) -> bool:
+        """Whether the node runs now (for an attached cluster: whether its main port answers)."""
+        ...
+
+    def status(self) -> list[NodeStatus]: ...
+
+    def down(self, keep_data: bool = False) -> list[str]:
+        """Stop what this deployment runs (nothing, for a deployment it only attached to) and
+        forget it; returns the nodes stopped."""
+        ...
+
+    def distribution(self) -> Distribution:
+        """The Pulsar distribution on this machine (its client jars drive the workload)."""
+        ...
+
+    def pulsar_version(self) -> str: ...
+
+
+@runtime_checkable
+class NodeControl(Endpoints, Protocol):
+    """A deployment whose runtime acts on its nodes: starts, stops, pauses and wipes them, knows
+    their processes (logs, cgroups) and brings the whole topology up."""
 
     def stop_node(self, name: str, kill: bool = False) -> None: ...
 
@@ -106,26 +139,16 @@ class Deployment(Protocol):
 
     def log_file(self, name: str) -> Path | None: ...
 
+    def log_tail(self, name: str, lines: int = 25) -> str: ...
+
     def traffic_cgroup(self, name: str) -> str | None:
         """The cgroup (v2 path) the node's sockets belong to, which packet filters match on (every
         node talks from the same loopback source address); None when it cannot be told."""
         ...
 
-    def log_tail(self, name: str, lines: int = 25) -> str: ...
-
-    # -- the whole deployment ---------------------------------------------------------------
-    def status(self) -> list[NodeStatus]: ...
-
     def up(
-        self, check: Callable[[Deployment], None] | None = None, seed: Callable[[Deployment], None] | None = None,
-        before_brokers: Callable[[Deployment], None] | None = None,
-        brokers_ready: Callable[[Deployment], None] | None = None,
+        self, check: Callable[[NodeControl], None] | None = None,
+        before_brokers: Callable[[NodeControl], None] | None = None,
+        brokers_ready: Callable[[NodeControl], None] | None = None,
     ) -> UpResult: ...
 
-    def down(self, keep_data: bool = False) -> list[str]: ...
-
-    def distribution(self) -> Distribution:
-        """The Pulsar distribution on this machine (its client jars drive the workload)."""
-        ...
-
-    def pulsar_version(self) -> str: ...

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from pulsarlab.deployment import Deployment
+from pulsarlab.deployment import Endpoints, NodeControl
 from pulsarlab.errors import StateError
 
 # the log4j pattern our templates set: %d{ISO8601_OFFSET_DATE_TIME_HHMM}, e.g. 2026-11-23T14:25:01,123+0000
@@ -27,13 +27,13 @@ class NodeLog:
     lines: list[str]
 
 
-def check_node(cluster: Deployment, name: str) -> None:
+def check_node(cluster: Endpoints, name: str) -> None:
     names = [n.name for n in cluster.topo.nodes]
     if name not in names:
         raise StateError(f"no node {name!r} in cluster {cluster.topo.name!r} (nodes: {', '.join(names)})")
 
 
-def tail(cluster: Deployment, name: str, lines: int | None = None, seconds: float | None = None) -> NodeLog:
+def tail(cluster: NodeControl, name: str, lines: int | None = None, seconds: float | None = None) -> NodeLog:
     """One node's log: what the last ``seconds`` wrote (if given), at most its last ``lines`` lines
     (default: 50 without ``seconds``, all of them with it)."""
     check_node(cluster, name)
@@ -79,12 +79,12 @@ def since(lines: list[str], cutoff: float) -> list[str]:
     return out
 
 
-def all_logs(cluster: Deployment, lines: int | None = None, seconds: float | None = None) -> list[NodeLog]:
+def all_logs(cluster: NodeControl, lines: int | None = None, seconds: float | None = None) -> list[NodeLog]:
     """Every node's log, as :func:`tail` cuts it."""
     return [tail(cluster, n.name, lines, seconds) for n in cluster.topo.nodes]
 
 
-def follow(cluster: Deployment, name: str, stop: Callable[[], bool] = lambda: False) -> Iterator[str]:
+def follow(cluster: NodeControl, name: str, stop: Callable[[], bool] = lambda: False) -> Iterator[str]:
     """Lines appended to a node's log from now on, until ``stop()`` says so (or Ctrl-C)."""
     check_node(cluster, name)
     path = cluster.log_file(name)

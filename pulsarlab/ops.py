@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -15,8 +15,9 @@ from pulsarlab import render as rendering
 from pulsarlab.admin import metrics, placement, racks, reconcile, replication
 from pulsarlab.admin.client import admin_of
 from pulsarlab.admin.reconcile import Report
-from pulsarlab.chaos.schedule import Fault, check, run_fault
-from pulsarlab.deployment import Deployment, Say, UpResult
+from pulsarlab.chaos.actions import Fault, check, run_fault
+from pulsarlab.chaos.schedule import Scheduler, Step
+from pulsarlab.deployment import Endpoints, NodeControl, Say, UpResult
 from pulsarlab.errors import StateError, UsageError
 from pulsarlab.history.manifest import new_run_id
 from pulsarlab.monitoring import service as monitoring
@@ -102,7 +103,7 @@ def render_topology(
     return rendering.render(topo, out_dir, base)
 
 
-def e2e_check(cluster: Deployment) -> None:
+def e2e_check(cluster: Endpoints) -> None:
     """Every cluster passes a real produce-and-consume, in the topology's first namespace on it.
 
     Not ``public/default``: once isolation policies make every broker a primary of some namespace
@@ -120,7 +121,7 @@ def e2e_check(cluster: Deployment) -> None:
 def up(
     topology: str, runtime: str = "local", state_dir: Path | None = None, dist: str | None = None, say: Say = _quiet,
     apply: bool = True, image: str | None = None, secure: bool = False,
-) -> tuple[UpResult, Deployment]:
+) -> tuple[UpResult, NodeControl]:
     """Bring the topology up. On a cluster already running, nothing starts; its differences from
     the topology are fixed if ``apply``, else only reported (``result.drift``). ``image``: the
     docker runtime's Pulsar image (default: the one ``pulsarlab image build`` makes). ``secure``:
@@ -128,7 +129,7 @@ def up(
     options = _runtime_options(runtime, image)
     topo = load_topology(topology, secure)
     state_dir = state_dir or STATE_ROOT / topo.name
-    cluster = new_deployment(topo, state_dir, runtime, say, **options)
+    cluster = node_control(new_deployment(topo, state_dir, runtime, say, **options), f"up on the {runtime} runtime")
     if all(cluster.alive(n.name) for n in topo.nodes) and ClusterState.load(state_dir) is not None:
         result = cluster.up()  # reports "already running" without touching anything (or refuses another runtime's)
         report = configure_cluster(cluster, dry_run=not apply, say=say)
@@ -136,17 +137,17 @@ def up(
         return result, cluster
     resolved = distribution.resolve(dist, progress=reporter_of(say))
     say(f"Pulsar {resolved.version} from {resolved.home} (Java {resolved.java.major})")
-    cluster = new_deployment(topo, state_dir, runtime, say, dist=resolved, **options)
+    cluster = node_control(new_deployment(topo, state_dir, runtime, say, dist=resolved, **options), "up")
     # the rack map goes into the metadata store before any broker starts, so every broker starts
     # knowing its region (none needs a restart) and all of them start at once; configure runs as
     # soon as they are ready (the bookies may still be starting), the first message once all are
     configured: list[bool] = []
 
-    def configure_early(c: Deployment) -> None:
+    def configure_early(c: NodeControl) -> None:
         configure_cluster(c, say=c.say)
         configured.append(True)
 
-    def check(c: Deployment) -> None:
+    def check(c: NodeControl) -> None:
         if not configured:
             configure_cluster(c, say=c.say)
         e2e_check(c)
@@ -154,7 +155,7 @@ def up(
     return cluster.up(check=check, before_brokers=seed_racks, brokers_ready=configure_early), cluster
 
 
-def seed_racks(cluster: Deployment) -> None:
+def seed_racks(cluster: Endpoints) -> None:
     """Write the topology's rack map into the metadata store (before the brokers start)."""
     with reporter_of(cluster.say).step("racks", "rack map into the metadata store", "writing", "written"):
         racks.write_rack_maps(cluster)
@@ -169,7 +170,7 @@ def load_topology(topology: str, secure: bool = False, loopback: bool = True) ->
     return topo
 
 
-def configure_cluster(cluster: Deployment, dry_run: bool = False, say: Say = _quiet) -> Report:
+def configure_cluster(cluster: Endpoints, dry_run: bool = False, say: Say = _quiet) -> Report:
     progress = reporter_of(say)
     what = "reading the desired state back" if dry_run else "applying the desired state"
     with progress.step("configure", "configure over the admin REST API", what, "compared" if dry_run else "configured"):
@@ -197,8 +198,23 @@ def inspect_bookies(state_dir: Path | None) -> list[metrics.BookieCounters]:
     return metrics.snapshot(open_cluster(state_dir))
 
 
-def open_cluster(state_dir: Path | None, say: Say = _quiet) -> Deployment:
+def open_cluster(state_dir: Path | None, say: Say = _quiet) -> Endpoints:
     return open_deployment(find_state_dir(state_dir), say=say)
+
+
+def node_control(cluster: Endpoints, what: str) -> NodeControl:
+    """The deployment, as one whose nodes pulsarlab controls; a usage error (exit 2), before
+    anything runs, when its runtime cannot act on nodes (a cluster pulsarlab only attached to)."""
+    if not isinstance(cluster, NodeControl):
+        raise UsageError(f"cannot {what}: cluster {cluster.topo.name!r} was attached, not started, by pulsarlab "
+                         f"(the {cluster.runtime} runtime has no node control); control its nodes where they "
+                         "were started (e.g. docker compose)")
+    return cluster
+
+
+def open_control(state_dir: Path | None, what: str, say: Say = _quiet) -> NodeControl:
+    """The recorded deployment, for a command that acts on its nodes (see :func:`node_control`)."""
+    return node_control(open_cluster(state_dir, say), what)
 
 
 def status(state_dir: Path | None) -> dict:
@@ -244,17 +260,27 @@ def node_action(state_dir: Path | None, name: str, action: str, say: Say = _quie
 def chaos_action(state_dir: Path | None, action: str, args: list[str], say: Say = _quiet) -> str:
     """Run one fault action now on the cluster; returns what it did. Bad arguments (an unknown
     node, region or topic) are one :class:`StateError` naming the problem, before anything runs."""
-    cluster = open_cluster(state_dir, say)
     fault = Fault(0, action, tuple(args))
+    cluster = open_control(state_dir, str(fault), say)
     try:
         check(cluster, fault)
     except ValueError as exc:
         raise StateError(str(exc).removeprefix(f"fault {fault}: ")) from None
-    return run_fault(cluster, fault)
+    return run_fault(cluster, fault).what
+
+
+def fault_schedule(state_dir: Path | None, steps: Sequence[Step | str], out: Path, say: Say = _quiet) -> Scheduler:
+    """A schedule of faults (or ``AT ACTION ARGS...`` texts) for a workload run into ``out`` (see
+    :func:`workload_run`); every fault checked against the running cluster now."""
+    try:
+        parsed = [Fault.parse(s) if isinstance(s, str) else s for s in steps]
+        return Scheduler(open_control(state_dir, "run faults", say), parsed, history=out, say=say)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def workload_target(
-    cluster: Deployment, cluster_name: str | None, region: str | None, consume_cluster: str | None = None,
+    cluster: Endpoints, cluster_name: str | None, region: str | None, consume_cluster: str | None = None,
     topic: str | None = None,
 ) -> Target:
     """Producers connect to one cluster, consumers to the same or another; storage is read back on
@@ -283,14 +309,14 @@ def workload_target(
                   admin_auth=cluster.client_auth() if sec else None)
 
 
-def default_topic(cluster: Deployment, cluster_name: str, suffix: str) -> str:
+def default_topic(cluster: Endpoints, cluster_name: str, suffix: str) -> str:
     """``pulsarlab-<suffix>`` in the topology's first namespace on that cluster (``public/default``
     may have no broker to own it once isolation policies claim every broker); a workload run's
     suffix is its run id, so each run has a topic of its own."""
     return f"persistent://{cluster_namespace(cluster.topo, cluster_name)}/pulsarlab-{suffix}"
 
 
-def prepare_topic(cluster: Deployment, target: Target, cfg: WorkloadConfig) -> None:
+def prepare_topic(cluster: Endpoints, target: Target, cfg: WorkloadConfig) -> None:
     """Create the topic (partitioned if asked) on every cluster it lives on and, if asked, turn
     broker-side deduplication on."""
     for name in [target.cluster, *(c for c in target.read_clusters if c != target.cluster)]:
@@ -303,9 +329,13 @@ def prepare_topic(cluster: Deployment, target: Target, cfg: WorkloadConfig) -> N
 def workload_run(
     state_dir: Path | None, cfg: WorkloadConfig, out: Path, cluster_name: str | None = None, region: str | None = None,
     tick=None, consume_cluster: str | None = None, replication_timeout: float = 60.0, progress: Reporter = NO_PROGRESS,
-    before_read: Callable[[], object] | None = None,
+    before_read: Callable[[], object] | None = None, schedule: Scheduler | None = None,
 ) -> WorkloadResult:
-    """Run a workload; ``before_read`` runs once producing is over, before storage is read back."""
+    """Run a workload; ``before_read`` runs once producing is over, before storage is read back.
+    A ``schedule`` (writing its faults into ``out``) starts at the first acknowledged send and is
+    finished before the read-back, and when the run ends whatever happened."""
+    if schedule is not None:
+        tick, before_read = _scheduled(schedule, tick, before_read)
     cluster = open_cluster(state_dir)
     target = workload_target(cluster, cluster_name, region, consume_cluster)
     if out.exists() and any(out.iterdir()):
@@ -323,11 +353,29 @@ def workload_run(
             before_read()
 
     with contextlib.ExitStack() as audits:
+        if schedule is not None:
+            audits.callback(schedule.finish)  # whatever happened to the run
         for url in target.read_clusters.values() or [target.service_url]:
             audits.enter_context(audit_subscription(url, cfg.topic, auth=target.auth))
         return Workload(cfg, target, out, cluster.distribution(), run_id).run(
             tick, after_send=caught_up if target.replication or before_read else None, progress=progress
         )
+
+
+def _scheduled(schedule: Scheduler, tick, before_read: Callable[[], object] | None):
+    """``tick`` and ``before_read`` of a run with ``schedule``: it starts at the first acknowledged
+    send and is finished before storage is read back."""
+    def ticked(c) -> None:
+        schedule.on_progress(c)
+        if tick is not None:
+            tick(c)
+
+    def faults_done() -> None:
+        schedule.finish()
+        if before_read is not None:
+            before_read()
+
+    return ticked, faults_done
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from pulsarlab.deployment import Deployment
+from pulsarlab.deployment import Endpoints
 from pulsarlab.errors import PulsarlabError, UsageError
 
 FORMATS = ("shell", "json", "dotenv")
@@ -27,7 +27,7 @@ class ClusterEnv:
     client_conf: Path
 
 
-def admin_url(cluster: Deployment, name: str) -> str:
+def admin_url(cluster: Endpoints, name: str) -> str:
     """One web URL of the cluster: a broker that answers now, else the first broker's."""
     try:
         return cluster.admin_url(name)
@@ -40,7 +40,7 @@ def suffix(name: str) -> str:
     return re.sub(r"[^A-Z0-9]", "_", name.upper())
 
 
-def cluster_env(cluster: Deployment, name: str | None = None) -> ClusterEnv:
+def cluster_env(cluster: Endpoints, name: str | None = None) -> ClusterEnv:
     """The variables for ``name`` (default: the first cluster) and every cluster; writes ``client.conf``."""
     topo = cluster.topo
     names = [c.name for c in topo.clusters]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pulsarlab.history import HistoryWriter
+from pulsarlab.history.faults import FaultJournal, FaultRow
 from pulsarlab.history.manifest import DriverOutcome, Manifest
 from pulsarlab.verify.model import CHECKS, Check, Verdict
 
@@ -44,11 +45,13 @@ def write_run(
              drivers=[DriverOutcome(f"p{i}", "produce", f"producer-p{i}", 0) for i in (0, 1)]).write(directory)
     if verdict is not None:
         write_verdict(directory, verdict)
-    if faults:
-        marks = [(OUTAGE[0], "kill pulsar1-eu", "killed pulsar1-eu"), (OUTAGE[1], "start pulsar1-eu", "started pulsar1-eu")]
-        (directory / "faults.json").write_text(json.dumps(
-            [{"at_s": at - 1, "wall_ns": T0 + int(at * NS), "fault": fault, "done": done} for at, fault, done in marks]
-        ))
+    if faults:  # as the scheduler writes them: its clock starts with the first send, one second after T0
+        journal = FaultJournal(directory)
+        for step, (at, action, phase, done) in enumerate([(OUTAGE[0], "kill", "applied", "killed pulsar1-eu"),
+                                                          (OUTAGE[1], "start", "healed", "started pulsar1-eu")]):
+            began = T0 + int(at * NS)
+            journal.append(FaultRow(step, action, ("pulsar1-eu",), ("pulsar1-eu",), phase, at - 1, began,
+                                    began + NS // 10, "ok", done))
     if scenario:
         (directory / "scenario.json").write_text(json.dumps(SCENARIO))
     return directory

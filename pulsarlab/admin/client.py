@@ -22,7 +22,7 @@ from pulsarlab.security import ClientAuth
 from pulsarlab.topology import id_address
 
 if TYPE_CHECKING:
-    from pulsarlab.deployment import Deployment
+    from pulsarlab.deployment import Endpoints
 
 REDIRECTS = (301, 302, 303, 307, 308)
 _UNSET: Any = object()
@@ -118,7 +118,7 @@ def parse_ensembles(metadata: str | None) -> dict[int, list[str]]:
     return out
 
 
-def admin_of(cluster: Deployment, name: str, **options: Any) -> AdminClient:
+def admin_of(cluster: Endpoints, name: str, **options: Any) -> AdminClient:
     """An admin client of cluster ``name`` of a deployment, at a broker that answers now, with
     the deployment's admin credentials when it is secure."""
     return AdminClient(cluster.admin_url(name), auth=cluster.client_auth(), **options)

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from pulsarlab.admin.client import AdminError, admin_of
-from pulsarlab.deployment import Deployment
+from pulsarlab.deployment import Endpoints
 from pulsarlab.errors import StateError, UsageError
 from pulsarlab.security import material
 
@@ -24,14 +24,14 @@ def parse_ttl(text: str) -> dt.timedelta:
     return dt.timedelta(**{_UNIT[m.group(2)]: int(m.group(1))})
 
 
-def _secure(cluster: Deployment):
+def _secure(cluster: Endpoints):
     sec = cluster.topo.security
     if sec is None:
         raise StateError(f"cluster {cluster.topo.name!r} in {cluster.state_dir} is not secure (bring it up with --secure)")
     return sec
 
 
-def create_token(cluster: Deployment, role: str, ttl: str | None = None, out: Path | None = None) -> str:
+def create_token(cluster: Endpoints, role: str, ttl: str | None = None, out: Path | None = None) -> str:
     """A token for ``role`` signed with the deployment's key; with ``out``, written there (0600)."""
     sec = _secure(cluster)
     token = material.mint(material.files_of(cluster.state_dir), sec, role, parse_ttl(ttl) if ttl else None)
@@ -48,7 +48,7 @@ def parse_actions(text: str) -> list[str]:
     return actions
 
 
-def grant(cluster: Deployment, role: str, namespace: str, actions: str) -> list[str]:
+def grant(cluster: Endpoints, role: str, namespace: str, actions: str) -> list[str]:
     """Grant ``role`` the ``actions`` on ``namespace`` (tenant/namespace) over the admin API."""
     _secure(cluster)
     from pulsarlab.topology.model import ROLE_NAME

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 
 import requests
 
-from pulsarlab.deployment import Deployment
+from pulsarlab.deployment import Endpoints
 from pulsarlab.errors import PulsarlabError
 from pulsarlab.topology import Node, Role, bookie_id
 
@@ -64,7 +64,7 @@ def parse_counters(text: str) -> dict[str, float]:
     return totals
 
 
-def bookie_counters(cluster: Deployment, node: Node, timeout: float = 5.0) -> BookieCounters:
+def bookie_counters(cluster: Endpoints, node: Node, timeout: float = 5.0) -> BookieCounters:
     topo = cluster.topo
     url = f"http://{topo.address_of(node)}:{node.port('http')}/metrics"
     try:
@@ -75,7 +75,7 @@ def bookie_counters(cluster: Deployment, node: Node, timeout: float = 5.0) -> Bo
     return BookieCounters(node.name, node.region, bookie_id(topo, node), **parse_counters(r.text))
 
 
-def snapshot(cluster: Deployment, cluster_name: str | None = None) -> list[BookieCounters]:
+def snapshot(cluster: Endpoints, cluster_name: str | None = None) -> list[BookieCounters]:
     """The counters of every running bookie (of one Pulsar cluster, or all)."""
     nodes = [b for b in cluster.topo.nodes_of(Role.BOOKIE, cluster_name) if cluster.alive(b.name)]
     with ThreadPoolExecutor(max_workers=max(1, len(nodes))) as pool:

@@ -21,7 +21,7 @@ from typing import Any
 import requests
 
 from pulsarlab.admin.client import LedgerInfo, admin_of
-from pulsarlab.deployment import Deployment
+from pulsarlab.deployment import Endpoints
 from pulsarlab.topology import Role, Topology, id_address, namespace_clusters, namespace_of
 
 
@@ -83,7 +83,7 @@ def write_sets(bookies: list[str], write_quorum: int) -> list[list[str]]:
     return [[bookies[(i + k) % e] for k in range(w)] for i in range(e)] if e else []
 
 
-def bookie_get(cluster: Deployment, name: str, path: str) -> tuple[str, Any] | None:
+def bookie_get(cluster: Endpoints, name: str, path: str) -> tuple[str, Any] | None:
     """``(bookie id, JSON answer)`` of the first running bookie of cluster ``name`` that answers
     ``GET path`` on its HTTP API; None when none does. A 404 is an answer (``None`` as JSON)."""
     topo = cluster.topo
@@ -101,7 +101,7 @@ def bookie_get(cluster: Deployment, name: str, path: str) -> tuple[str, Any] | N
     return None
 
 
-def available_bookies(cluster: Deployment, name: str) -> set[str] | None:
+def available_bookies(cluster: Endpoints, name: str) -> set[str] | None:
     """Bookie ids registered right now (writable and read-only), asked of a running bookie."""
     out: set[str] = set()
     for kind in ("rw", "ro"):
@@ -112,7 +112,7 @@ def available_bookies(cluster: Deployment, name: str) -> set[str] | None:
     return out
 
 
-def stored_ensembles(cluster: Deployment, name: str, ledger_id: int) -> tuple[dict[int, list[str]] | None, str]:
+def stored_ensembles(cluster: Endpoints, name: str, ledger_id: int) -> tuple[dict[int, list[str]] | None, str]:
     """A ledger's ensembles (first entry id -> bookie ids) as its metadata in the metadata store
     holds them, read through a running bookie of cluster ``name``; ``(None, why)`` when no bookie
     answered or the ledger has no metadata (deleted)."""
@@ -148,7 +148,7 @@ def ledger_placement(
     )
 
 
-def inspect(cluster: Deployment, topic: str | None = None) -> PlacementReport:
+def inspect(cluster: Endpoints, topic: str | None = None) -> PlacementReport:
     """Placement of every topic of the topology's namespaces (or of ``topic``)."""
     topo = cluster.topo
     report = PlacementReport([], {})

@@ -14,13 +14,13 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
 from pulsarlab.admin.commands import rack_document
-from pulsarlab.deployment import Deployment
+from pulsarlab.deployment import Endpoints
 from pulsarlab.errors import StateError
 
 ZK_TIMEOUT_S = 15.0
 
 
-def write_rack_maps(cluster: Deployment) -> list[str]:
+def write_rack_maps(cluster: Endpoints) -> list[str]:
     """Set each cluster's ``<metadata root>/bookies`` to the topology's rack map where it differs;
     returns the clusters written. The metadata initialisation leaves the node there, empty."""
     topo = cluster.topo

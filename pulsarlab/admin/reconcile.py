@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pulsarlab.admin.client import AdminClient, admin_of
-from pulsarlab.deployment import Deployment, Say
+from pulsarlab.deployment import Endpoints, NodeControl, Say
 from pulsarlab.errors import PulsarlabError
 from pulsarlab.topology import Node, Role, Topology, bookie_id, home_cluster, namespace_clusters
 
@@ -228,7 +228,7 @@ def read_state(admin: AdminClient, cluster: str, items: list[Item]) -> list[Item
     return items + extra
 
 
-def broker_region_seen(cluster: Deployment, node: Node) -> str | None:
+def broker_region_seen(cluster: NodeControl, node: Node) -> str | None:
     """The region the running broker's BookKeeper client believes it is in (from its log);
     ``"UnknownRegion"`` when it started without a rack, None when the log does not say (yet)."""
     path = cluster.log_file(node.name)
@@ -246,13 +246,11 @@ def broker_region_seen(cluster: Deployment, node: Node) -> str | None:
     return parts[0] if len(parts) >= 2 and parts[0] != "default-region" else "UnknownRegion"
 
 
-def broker_items(cluster: Deployment, name: str) -> list[Item]:
+def broker_items(cluster: NodeControl, name: str) -> list[Item]:
     """One item per running broker of ``name``: the region its placement policy started with."""
     topo = cluster.topo
     out = []
     for n in topo.nodes_of(Role.BROKER, name):
-        # a deployment without node logs (attached, not started by pulsarlab) cannot say; its own
-        # start order must put the racks first (compose/*.yml does)
         if rack_of(topo, n) and cluster.log_file(n.name) is not None and cluster.alive(n.name):
             seen = broker_region_seen(cluster, n)
             out.append(Item(name, "broker-region", n.name, {"region": n.region},
@@ -300,7 +298,7 @@ def unload_namespaces(admin: AdminClient, namespaces: set[str], say: Say) -> Non
         say(f"namespace {ns} unloaded so the new policies apply")
 
 
-def rolling_restart(cluster: Deployment, brokers: list[str], say: Say) -> None:
+def rolling_restart(cluster: NodeControl, brokers: list[str], say: Say) -> None:
     """Restart brokers one at a time, each ready (and in its region) before the next one stops."""
     for name in brokers:
         say(f"{name}: restarting so its BookKeeper client learns its region")
@@ -308,11 +306,25 @@ def rolling_restart(cluster: Deployment, brokers: list[str], say: Say) -> None:
         cluster.start_node(name)
 
 
+def restart_stale_brokers(cluster: NodeControl, name: str, report: Report, say: Say) -> None:
+    """Brokers of ``name`` that started without knowing their region: reported, and restarted
+    one at a time unless ``report`` is a dry run."""
+    stale = [it for it in broker_items(cluster, name) if diff(it)]
+    for it in stale:
+        report.changes += diff(it)
+    if stale and not report.dry_run:
+        rolling_restart(cluster, [it.name for it in stale], say)
+        report.restarted += [it.name for it in stale]
+        left = [ch for it in broker_items(cluster, name) for ch in diff(it)]
+        if left:
+            raise DriftError(left)
+
+
 def _quiet(_msg: str) -> None:
     pass
 
 
-def configure(cluster: Deployment, dry_run: bool = False, say: Say = _quiet) -> Report:
+def configure(cluster: Endpoints, dry_run: bool = False, say: Say = _quiet) -> Report:
     """Reconcile every Pulsar cluster of the topology; return the differences found (and fixed)."""
     t0 = time.monotonic()
     report = Report(dry_run)
@@ -338,14 +350,9 @@ def configure(cluster: Deployment, dry_run: bool = False, say: Say = _quiet) -> 
                 raise DriftError(left)
             if touched:
                 unload_namespaces(admin, touched, say)
-        stale = [it for it in broker_items(cluster, c.name) if diff(it)]
-        for it in stale:
-            report.changes += diff(it)
-        if stale and not dry_run:
-            rolling_restart(cluster, [it.name for it in stale], say)
-            report.restarted += [it.name for it in stale]
-            left = [ch for it in broker_items(cluster, c.name) for ch in diff(it)]
-            if left:
-                raise DriftError(left)
+        # only a runtime that started the brokers reads their logs and restarts them; an attached
+        # cluster's own start order must put the racks first (compose/*.yml does)
+        if isinstance(cluster, NodeControl):
+            restart_stale_brokers(cluster, c.name, report, say)
     report.seconds = time.monotonic() - t0
     return report

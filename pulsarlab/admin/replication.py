@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pulsarlab.admin.client import AdminError, admin_of, encode_topic
-from pulsarlab.deployment import Deployment
+from pulsarlab.deployment import Endpoints
 from pulsarlab.errors import StateError
 from pulsarlab.topology import Topology, namespace_clusters, namespace_of
 
@@ -76,7 +76,7 @@ def directions_from_stats(topic: str, source: str, destinations: list[str], stat
     return out
 
 
-def inspect(cluster: Deployment, topic: str | None = None) -> ReplicationReport:
+def inspect(cluster: Endpoints, topic: str | None = None) -> ReplicationReport:
     """Every direction of every topic of the replicated namespaces (or of ``topic`` only)."""
     namespaces = replicated_namespaces(cluster.topo)
     if topic is not None and namespace_of(topic) not in namespaces:
@@ -106,7 +106,7 @@ def inspect(cluster: Deployment, topic: str | None = None) -> ReplicationReport:
     return report
 
 
-def wait_caught_up(cluster: Deployment, topic: str, source: str, timeout: float, interval: float = 1.0) -> ReplicationReport:
+def wait_caught_up(cluster: Endpoints, topic: str, source: str, timeout: float, interval: float = 1.0) -> ReplicationReport:
     """Wait (at most ``timeout`` s) until every replicator of ``topic`` from ``source`` is connected
     with nothing left to send; return the last report either way (what did not arrive is then the
     verifier's to find)."""

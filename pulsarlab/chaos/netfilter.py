@@ -1,7 +1,7 @@
 """Packet filtering between nodes with iptables, and its exact undoing.
 
 Every rule pulsarlab adds is a DROP in the ``filter`` table's ``OUTPUT`` chain that matches the
-sending socket's cgroup (``-m cgroup --path``: one node's, see :mod:`pulsarlab.runtime.cgroup`)
+sending socket's cgroup (``-m cgroup --path``: one node's, as its deployment's ``traffic_cgroup`` names it)
 and one destination address (another node's), and carries an iptables comment that starts with
 the deployment's identity (``pulsarlab:<hash of its state directory>``). Matching on the sender's
 cgroup rather than its address is what makes the cut real: on loopback every node's outgoing

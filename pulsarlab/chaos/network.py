@@ -12,21 +12,21 @@ import shutil
 import subprocess
 
 from pulsarlab.chaos import netfilter, targets
+from pulsarlab.chaos.actions import Done, register
 from pulsarlab.chaos.nodes import no_args
 from pulsarlab.chaos.outages import region_nodes
-from pulsarlab.chaos.schedule import register
-from pulsarlab.deployment import Deployment
+from pulsarlab.deployment import Endpoints, NodeControl
 from pulsarlab.errors import StateError
 from pulsarlab.topology import Role
 
 
-def addresses(cluster: Deployment, names: list[str]) -> list[str]:
+def addresses(cluster: Endpoints, names: list[str]) -> list[str]:
     """The addresses of the named nodes (``endpoints()`` is where a deployment says them)."""
     by_name = {e.name: e.address for e in cluster.endpoints()}
     return sorted({by_name[n] for n in names})
 
 
-def members(cluster: Deployment, names: list[str]) -> list[netfilter.Member]:
+def members(cluster: NodeControl, names: list[str]) -> list[netfilter.Member]:
     """The named nodes as a cut sees them: each one's own cgroup and its address. Refused, naming
     the node, when a node's traffic cannot be told apart from the others' (a rule would then cut
     nothing, or everything)."""
@@ -51,14 +51,14 @@ def members(cluster: Deployment, names: list[str]) -> list[netfilter.Member]:
 CLIENT_ADDRESS = "127.0.0.1"
 
 
-def partition_rules(cluster: Deployment, region_a: str, region_b: str) -> list[netfilter.Rule]:
+def partition_rules(cluster: NodeControl, region_a: str, region_b: str) -> list[netfilter.Rule]:
     ident = netfilter.identity(cluster.state_dir)
     return netfilter.cut(ident, f"partition {region_a} {region_b}",
                          members(cluster, region_nodes(cluster, region_a)),
                          members(cluster, region_nodes(cluster, region_b)))
 
 
-def isolate_rules(cluster: Deployment, node: str) -> list[netfilter.Rule]:
+def isolate_rules(cluster: NodeControl, node: str) -> list[netfilter.Rule]:
     zks = [n.name for n in cluster.topo.nodes_of(Role.ZOOKEEPER)]
     if node in zks:
         raise StateError(f"isolate-zk: {node} is a ZooKeeper node itself")
@@ -66,7 +66,7 @@ def isolate_rules(cluster: Deployment, node: str) -> list[netfilter.Rule]:
     return netfilter.cut(ident, f"isolate-zk {node}", members(cluster, [node]), members(cluster, zks))
 
 
-def _two_regions(cluster: Deployment, args: tuple[str, ...]) -> None:
+def _two_regions(cluster: Endpoints, args: tuple[str, ...]) -> None:
     if len(args) != 2:
         raise ValueError("needs two regions")
     if args[0] == args[1]:
@@ -78,15 +78,16 @@ def _two_regions(cluster: Deployment, args: tuple[str, ...]) -> None:
         raise ValueError(why)
 
 
-def partition(cluster: Deployment, args: tuple[str, ...]) -> str:
+def partition(cluster: NodeControl, args: tuple[str, ...]) -> Done:
     """Drop every packet between the two regions' node addresses, both ways."""
     rules = partition_rules(cluster, *args)
     added = netfilter.Iptables().add(rules)
-    return (f"partitioned {args[0]} from {args[1]}: {len(rules)} DROP rules in iptables {netfilter.CHAIN} "
-            f"({added} new), comment '{rules[0].comment}'")
+    return Done(f"partitioned {args[0]} from {args[1]}: {len(rules)} DROP rules in iptables {netfilter.CHAIN} "
+                f"({added} new), comment '{rules[0].comment}'",
+                tuple(region_nodes(cluster, args[0]) + region_nodes(cluster, args[1])))
 
 
-def _one_non_zk_target(cluster: Deployment, args: tuple[str, ...]) -> None:
+def _one_non_zk_target(cluster: Endpoints, args: tuple[str, ...]) -> None:
     if len(args) != 1:
         raise ValueError("needs one node or target (NAME, owner:TOPIC, ensemble:TOPIC)")
     t = targets.check_all(cluster.topo, args)[0]
@@ -99,32 +100,32 @@ def _one_non_zk_target(cluster: Deployment, args: tuple[str, ...]) -> None:
         raise ValueError(why)
 
 
-def _cut_one(cluster: Deployment, args: tuple[str, ...], rules_of, what: str) -> str:
+def _cut_one(cluster: NodeControl, args: tuple[str, ...], rules_of, what: str) -> Done:
     """Resolve the one target, add its rules, and say ``<what>: N DROP rule(s) (M new), comment``."""
     node = targets.resolve_all(cluster, args)[0]
     rules = rules_of(cluster, node)
     added = netfilter.Iptables().add(rules)
-    return (f"{what.format(node=targets.describe(args, [node]))}: {len(rules)} DROP rule(s) "
-            f"({added} new), comment '{rules[0].comment}'")
+    return Done(f"{what.format(node=targets.describe(args, [node]))}: {len(rules)} DROP rule(s) "
+                f"({added} new), comment '{rules[0].comment}'", (node,))
 
 
-def isolate_zk(cluster: Deployment, args: tuple[str, ...]) -> str:
+def isolate_zk(cluster: NodeControl, args: tuple[str, ...]) -> Done:
     """Drop the node's packets to and from every ZooKeeper node."""
     return _cut_one(cluster, args, isolate_rules, "isolated {node} from ZooKeeper")
 
 
-def mute_rules(cluster: Deployment, node: str) -> list[netfilter.Rule]:
+def mute_rules(cluster: NodeControl, node: str) -> list[netfilter.Rule]:
     ident = netfilter.identity(cluster.state_dir)
     [member] = members(cluster, [node])
     return [netfilter.Rule(member.cgroup, CLIENT_ADDRESS, netfilter.comment(ident, f"mute {node}"))]
 
 
-def mute(cluster: Deployment, args: tuple[str, ...]) -> str:
+def mute(cluster: NodeControl, args: tuple[str, ...]) -> Done:
     """Drop everything the node sends back to clients, while it keeps talking to the other nodes."""
     return _cut_one(cluster, args, mute_rules, f"muted {{node}}, its replies to clients ({CLIENT_ADDRESS}) dropped")
 
 
-def disconnect(cluster: Deployment, args: tuple[str, ...]) -> str:
+def disconnect(cluster: Endpoints, args: tuple[str, ...]) -> Done:
     """Destroy every client connection to the broker's service port (``ss -K``), as a network blip
     would: each client sees its connection fail, reconnects and resends what it has pending."""
     node = targets.resolve_all(cluster, args)[0]
@@ -140,24 +141,25 @@ def disconnect(cluster: Deployment, args: tuple[str, ...]) -> str:
     if done.returncode != 0:
         raise StateError(f"disconnect {node}: ss -K exited {done.returncode}: {done.stderr.strip()[-300:]}")
     closed = sum(1 for line in done.stdout.splitlines()[1:] if line.strip())
-    return f"disconnected {targets.describe(args, [node])}: {closed} client connection(s) to {address}:{port} destroyed"
+    return Done(f"disconnected {targets.describe(args, [node])}: {closed} client connection(s) to {address}:{port} "
+                "destroyed", (node,))
 
 
-def _one_broker(cluster: Deployment, args: tuple[str, ...]) -> None:
+def _one_broker(cluster: Endpoints, args: tuple[str, ...]) -> None:
     _one_non_zk_target(cluster, args)
     if shutil.which("ss") is None:
         raise ValueError("'ss' (iproute2) is not installed: disconnect destroys connections with ss -K")
 
 
-def heal(cluster: Deployment, args: tuple[str, ...]) -> str:
+def heal(cluster: Endpoints, args: tuple[str, ...]) -> Done:
     """Remove every packet filter rule of this deployment."""
     ipt, ident = netfilter.Iptables(), netfilter.identity(cluster.state_dir)
     dropped = ipt.dropped(ident)
     gone = ipt.remove(ident)
-    return f"healed: removed {gone} DROP rule(s) of this deployment ({ident}); they had dropped {dropped} packets"
+    return Done(f"healed: removed {gone} DROP rule(s) of this deployment ({ident}); they had dropped {dropped} packets")
 
 
-def _heal_check(cluster: Deployment, args: tuple[str, ...]) -> None:
+def _heal_check(cluster: Endpoints, args: tuple[str, ...]) -> None:
     no_args(cluster, args)
     why = netfilter.Iptables().usable()
     if why:
@@ -168,4 +170,4 @@ register("partition", partition, _two_regions)
 register("isolate-zk", isolate_zk, _one_non_zk_target)
 register("mute", mute, _one_non_zk_target)
 register("disconnect", disconnect, _one_broker)
-register("heal", heal, _heal_check)
+register("heal", heal, _heal_check, heals=True)

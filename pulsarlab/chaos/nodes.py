@@ -8,8 +8,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from pulsarlab.chaos import targets
-from pulsarlab.chaos.schedule import register
-from pulsarlab.deployment import Deployment
+from pulsarlab.chaos.actions import Done, register
+from pulsarlab.deployment import Endpoints, NodeControl
 from pulsarlab.topology import Role
 
 
@@ -25,45 +25,46 @@ def at_once(names: list[str], op: Callable[[str], None]) -> None:
 
 
 def _stopper(kill: bool):
-    def run(cluster: Deployment, args: tuple[str, ...]) -> str:
+    def run(cluster: NodeControl, args: tuple[str, ...]) -> Done:
         names = targets.resolve_all(cluster, args)
         at_once(names, lambda n: cluster.stop_node(n, kill=kill))
-        return f"{'killed' if kill else 'stopped'} {targets.describe(args, names)}"
+        return Done(f"{'killed' if kill else 'stopped'} {targets.describe(args, names)}", tuple(names))
 
     return run
 
 
 def _pauser(paused: bool):
-    def run(cluster: Deployment, args: tuple[str, ...]) -> str:
+    def run(cluster: NodeControl, args: tuple[str, ...]) -> Done:
         names = targets.resolve_all(cluster, args)
         at_once(names, cluster.pause_node if paused else cluster.resume_node)
-        return f"{'paused' if paused else 'resumed'} {targets.describe(args, names)}"
+        return Done(f"{'paused' if paused else 'resumed'} {targets.describe(args, names)}", tuple(names))
 
     return run
 
 
-def start(cluster: Deployment, args: tuple[str, ...]) -> str:
+def start(cluster: NodeControl, args: tuple[str, ...]) -> Done:
     """Start the nodes (tier by tier: ZooKeeper, bookies, brokers) and wait until they are ready."""
     names = targets.resolve_all(cluster, args)
     cluster.start_group(names)
-    return f"started {targets.describe(args, names)}"
+    return Done(f"started {targets.describe(args, names)}", tuple(names))
 
 
 def any_targets(role: Role | None = None):
     """A validator: every argument is a valid target (of ``role`` nodes, if given)."""
 
-    def validate(cluster: Deployment, args: tuple[str, ...]) -> None:
+    def validate(cluster: Endpoints, args: tuple[str, ...]) -> None:
         targets.check_all(cluster.topo, args, role)
 
     return validate
 
 
-def no_args(_cluster: Deployment, args: tuple[str, ...]) -> None:
+def no_args(_cluster: Endpoints, args: tuple[str, ...]) -> None:
     """A validator: the action takes no arguments."""
     if args:
         raise ValueError(f"takes no arguments (got {' '.join(args)})")
 
 
-for _name, _action in {"kill": _stopper(True), "stop": _stopper(False), "start": start,
-                       "pause": _pauser(True), "resume": _pauser(False)}.items():
+for _name, _action in {"kill": _stopper(True), "stop": _stopper(False), "pause": _pauser(True)}.items():
     register(_name, _action, any_targets())
+register("start", start, any_targets(), heals=True)
+register("resume", _pauser(False), any_targets(), heals=True)

@@ -16,43 +16,43 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
 from pulsarlab.chaos import targets
+from pulsarlab.chaos.actions import Done, register
 from pulsarlab.chaos.nodes import any_targets, at_once, no_args
-from pulsarlab.chaos.schedule import register
-from pulsarlab.deployment import Deployment
+from pulsarlab.deployment import Endpoints, NodeControl
 from pulsarlab.errors import StateError
 from pulsarlab.topology import Role, bookie_id
 
 ZK_TIMEOUT_S = 15.0
 
 
-def region_nodes(cluster: Deployment, region: str) -> list[str]:
+def region_nodes(cluster: Endpoints, region: str) -> list[str]:
     return [n.name for n in cluster.topo.nodes if n.region == region]
 
 
-def _one_region(cluster: Deployment, args: tuple[str, ...]) -> None:
+def _one_region(cluster: Endpoints, args: tuple[str, ...]) -> None:
     if len(args) != 1:
         raise ValueError("needs exactly one region")
     targets.check(cluster.topo, targets.Target("region", args[0]))
 
 
-def region_loss(cluster: Deployment, args: tuple[str, ...]) -> str:
+def region_loss(cluster: NodeControl, args: tuple[str, ...]) -> Done:
     """Kill every node of the region at once."""
     names = region_nodes(cluster, args[0])
     at_once(names, lambda n: cluster.stop_node(n, kill=True))
-    return f"region {args[0]} lost: killed {', '.join(names)} at once"
+    return Done(f"region {args[0]} lost: killed {', '.join(names)} at once", tuple(names))
 
 
-def power_loss(cluster: Deployment, args: tuple[str, ...]) -> str:
+def power_loss(cluster: NodeControl, args: tuple[str, ...]) -> Done:
     """Kill every node at once, then start them all and wait until they are ready."""
     names = [n.name for n in cluster.topo.nodes]
     at_once(names, lambda n: cluster.stop_node(n, kill=True))
     result = cluster.up()
     sync = "journal fsync on" if cluster.topo.fsync else "fsync OFF (topology fsync: false): acknowledged writes may be lost"
-    return f"power loss: killed all {len(names)} nodes at once, started {len(result.started)} again " \
-           f"in {result.seconds:.1f}s ({sync})"
+    return Done(f"power loss: killed all {len(names)} nodes at once, started {len(result.started)} again "
+                f"in {result.seconds:.1f}s ({sync})", tuple(names))
 
 
-def cookie_path(cluster: Deployment, bookie: str) -> str:
+def cookie_path(cluster: Endpoints, bookie: str) -> str:
     """Where a bookie's cookie lives in the metadata store (``<root>/ledgers/cookies/<bookie id>``)."""
     topo = cluster.topo
     node = topo.node(bookie)
@@ -60,7 +60,7 @@ def cookie_path(cluster: Deployment, bookie: str) -> str:
     return f"{root}/ledgers/cookies/{bookie_id(topo, node)}"
 
 
-def delete_cookie(cluster: Deployment, bookie: str) -> bool:
+def delete_cookie(cluster: Endpoints, bookie: str) -> bool:
     """Remove a bookie's cookie from ZooKeeper; False if there was none."""
     zk = KazooClient(hosts=cluster.topo.zookeeper_connect(), timeout=ZK_TIMEOUT_S)
     try:
@@ -80,7 +80,7 @@ def delete_cookie(cluster: Deployment, bookie: str) -> bool:
         zk.close()
 
 
-def disk_loss(cluster: Deployment, args: tuple[str, ...]) -> str:
+def disk_loss(cluster: NodeControl, args: tuple[str, ...]) -> Done:
     """Kill the bookie, remove its data and its cookie, start it again empty."""
     names = targets.resolve_all(cluster, args)
     for name in names:
@@ -91,7 +91,8 @@ def disk_loss(cluster: Deployment, args: tuple[str, ...]) -> str:
         cluster.wipe_node_data(name)
         delete_cookie(cluster, name)
     cluster.start_group(names)
-    return f"disk lost: {targets.describe(args, names)} killed, data and cookie removed, started again empty"
+    return Done(f"disk lost: {targets.describe(args, names)} killed, data and cookie removed, started again empty",
+                tuple(names))
 
 
 register("region-loss", region_loss, _one_region)

@@ -16,15 +16,15 @@ import time
 from pulsarlab.admin import placement
 from pulsarlab.admin.client import AdminError
 from pulsarlab.chaos import targets
-from pulsarlab.chaos.schedule import register
-from pulsarlab.deployment import Deployment
+from pulsarlab.chaos.actions import Done, register
+from pulsarlab.deployment import Endpoints
 from pulsarlab.errors import StateError
 from pulsarlab.topology import Role, bookie_id, topic_cluster
 
 DEFAULT_TIMEOUT_S = 120.0
 
 
-def down_bookies(cluster: Deployment) -> set[str]:
+def down_bookies(cluster: Endpoints) -> set[str]:
     """Ids (``address:port``) of the bookies the deployment knows are not running: a killed
     bookie stays registered until its ZooKeeper session expires, so registration alone is late."""
     return {bookie_id(cluster.topo, b) for b in cluster.topo.nodes_of(Role.BOOKIE) if not cluster.alive(b.name)}
@@ -45,7 +45,7 @@ def gaps(report: placement.PlacementReport, down: set[str] | frozenset[str] = fr
     return out
 
 
-def wait_replicated(cluster: Deployment, topic: str, timeout: float = DEFAULT_TIMEOUT_S,
+def wait_replicated(cluster: Endpoints, topic: str, timeout: float = DEFAULT_TIMEOUT_S,
                     interval: float = 2.0) -> placement.PlacementReport:
     """The topic's placement once every ledger is fully replicated again; raises StateError naming
     what is still missing when ``timeout`` passes."""
@@ -64,7 +64,7 @@ def wait_replicated(cluster: Deployment, topic: str, timeout: float = DEFAULT_TI
         time.sleep(interval)
 
 
-def _topic_and_timeout(cluster: Deployment, args: tuple[str, ...]) -> None:
+def _topic_and_timeout(cluster: Endpoints, args: tuple[str, ...]) -> None:
     if len(args) not in (1, 2):
         raise ValueError("needs a topic and optionally a timeout in seconds")
     targets.check_topic_syntax(args[0])
@@ -77,11 +77,11 @@ def _topic_and_timeout(cluster: Deployment, args: tuple[str, ...]) -> None:
             raise ValueError(f"timeout must be a positive number of seconds (got {args[1]!r})") from None
 
 
-def await_replicated(cluster: Deployment, args: tuple[str, ...]) -> str:
+def await_replicated(cluster: Endpoints, args: tuple[str, ...]) -> Done:
     """A fault-schedule step: wait until the topic's ledgers are fully replicated again."""
     t0 = time.monotonic()
     wait_replicated(cluster, args[0], float(args[1]) if len(args) > 1 else DEFAULT_TIMEOUT_S)
-    return f"{args[0]}: every ledger fully replicated across its regions after {time.monotonic() - t0:.1f}s"
+    return Done(f"{args[0]}: every ledger fully replicated across its regions after {time.monotonic() - t0:.1f}s")
 
 
 register("await-replicated", await_replicated, _topic_and_timeout)

@@ -1,25 +1,28 @@
-"""Faults on a timetable: each one runs at its offset from the start of a workload.
+"""The one fault scheduler: timed faults, and waits between them, counted from the first
+acknowledged send, in a background thread.
 
-A fault is an action name and its arguments (``kill bk1-eu``, ``region-loss eu``...). The actions
-live in :data:`ACTIONS`; each takes the deployment and the fault's arguments, does the damage, and
-returns one line saying what it did (which nodes, which rules), for the scenario's record.
+Steps run in the order given; each waits for its ``at`` (seconds from the start; a time already
+past, or none, runs it right after the step before). A fault runs its action (see
+:mod:`pulsarlab.chaos.actions`); a wait runs the function it carries (a scenario's condition,
+say) until it returns. Every fault, applied or healed, ok or not, becomes a row of the run's
+history (:mod:`pulsarlab.history.faults`) the moment its action returns.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
 
-from pulsarlab.deployment import Deployment
+from pulsarlab.chaos.actions import ACTIONS, PHASES, Fault, check
+from pulsarlab.deployment import NodeControl, Say, quiet
+from pulsarlab.history.faults import FaultJournal, FaultRow
 
-FaultAction = Callable[[Deployment, tuple[str, ...]], str]
-"""``action(deployment, args) -> what was done``; raises on failure."""
-
-Validator = Callable[[Deployment, tuple[str, ...]], None]
-"""Checks a fault's arguments before anything runs; raises ``ValueError`` naming the problem."""
+SLACK_S = 30.0
+"""What a step may take beyond its own timeout before :meth:`Scheduler.join` gives up on it."""
 
 
 class Progress(Protocol):
@@ -29,135 +32,100 @@ class Progress(Protocol):
 
 
 @dataclass(frozen=True)
-class Fault:
-    """``action`` with ``args`` (node names or targets, regions...) at ``at`` seconds."""
+class Wait:
+    """A step that waits: ``run(started_s, stop)`` returns a record of how the wait went (kept in
+    :attr:`Scheduler.waits`) and should return early once ``stop`` is set."""
 
-    at: float
-    action: str
-    args: tuple[str, ...] = ()
-
-    def __str__(self) -> str:
-        return " ".join((self.action, *self.args))
+    at: float | None
+    timeout: float
+    run: Callable[[float, threading.Event], Any]
 
 
-@dataclass(frozen=True)
-class FaultRecord:
-    """One fault as it happened: when (seconds from the schedule's start, and wall-clock ns),
-    and what it did."""
-
-    at: float
-    wall_ns: int
-    fault: Fault
-    done: str
+Step = Fault | Wait
 
 
-@dataclass
-class FaultLog:
-    """What ran, and any error."""
+class Scheduler:
+    """Runs ``steps`` against ``cluster``; every fault is checked before anything runs, and
+    recorded in ``history`` (a run directory) when given."""
 
-    done: list[FaultRecord] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-
-def _each_node(op: Callable[[Deployment, str], None], past: str) -> FaultAction:
-    def run(cluster: Deployment, args: tuple[str, ...]) -> str:
-        for n in args:
-            op(cluster, n)
-        return f"{past} {', '.join(args)}"
-
-    return run
-
-
-def _start_nodes(cluster: Deployment, args: tuple[str, ...]) -> str:
-    cluster.start_group(list(args))
-    return f"started {', '.join(args)}"
-
-
-def _known_nodes(cluster: Deployment, args: tuple[str, ...]) -> None:
-    if not args:
-        raise ValueError("needs at least one node")
-    for n in args:
-        cluster.topo.node(n)  # KeyError names an unknown node
-
-
-ACTIONS: dict[str, FaultAction] = {
-    "stop": _each_node(lambda c, n: c.stop_node(n), "stopped"),
-    "kill": _each_node(lambda c, n: c.stop_node(n, kill=True), "killed"),
-    "start": _start_nodes,
-    "pause": _each_node(lambda c, n: c.pause_node(n), "paused"),
-    "resume": _each_node(lambda c, n: c.resume_node(n), "resumed"),
-}
-"""Every fault action by name; chaos modules register more with :func:`register`."""
-
-VALIDATORS: dict[str, Validator] = {name: _known_nodes for name in ACTIONS}
-
-
-def register(name: str, action: FaultAction, validate: Validator | None = None) -> None:
-    """Add a fault action (and the check of its arguments) under ``name``."""
-    ACTIONS[name] = action
-    if validate is not None:
-        VALIDATORS[name] = validate
-
-
-def check(cluster: Deployment, fault: Fault) -> None:
-    """Raise ``ValueError`` if ``fault`` cannot run on ``cluster``: unknown action or bad arguments."""
-    if fault.action not in ACTIONS:
-        raise ValueError(f"unknown fault action {fault.action!r}: one of {', '.join(sorted(ACTIONS))}")
-    validate = VALIDATORS.get(fault.action)
-    if validate is not None:
-        try:
-            validate(cluster, fault.args)
-        except KeyError as exc:
-            raise ValueError(f"fault {fault}: {exc.args[0] if exc.args else exc}") from None
-        except ValueError as exc:
-            raise ValueError(f"fault {fault}: {exc}") from None
-
-
-def run_fault(cluster: Deployment, fault: Fault) -> str:
-    """Run one fault now; returns what it did."""
-    check(cluster, fault)
-    return ACTIONS[fault.action](cluster, fault.args)
-
-
-class FaultSchedule:
-    """Runs faults in a background thread; ``start()`` at the workload's start, ``join()`` after."""
-
-    def __init__(self, cluster: Deployment, faults: list[Fault]):
-        for f in faults:
-            check(cluster, f)  # every problem named before anything runs
-        self.cluster = cluster
-        self.faults = sorted(faults, key=lambda f: f.at)
-        self.log = FaultLog()
+    def __init__(self, cluster: NodeControl, steps: Sequence[Step], history: Path | None = None, say: Say = quiet):
+        for s in steps:
+            if isinstance(s, Fault):
+                check(cluster, s)  # every problem named before anything runs
+        self.cluster, self.steps, self.say = cluster, list(steps), say
+        self.journal = FaultJournal(history) if history is not None else None
+        self.faults: list[FaultRow] = []
+        self.waits: list[Any] = []
+        self.stop = threading.Event()
+        self.finished: bool | None = None  # once finish()ed: whether every step had run
         self._thread = threading.Thread(target=self._run, name="faults", daemon=True)
         self._t0 = 0.0
 
-    def start(self) -> FaultSchedule:
-        self._t0 = time.monotonic()
-        self._thread.start()
+    @property
+    def started(self) -> bool:
+        return self._t0 > 0
+
+    @property
+    def errors(self) -> list[str]:
+        """Each fault that failed, as one line."""
+        return [f"{r.fault} at {r.offset_s:.1f}s: {r.error}" for r in self.faults if not r.ok]
+
+    def start(self) -> Scheduler:
+        if not self.started:
+            self._t0 = time.monotonic()
+            self._thread.start()
         return self
 
     def on_progress(self, counters: Progress) -> None:
         """A workload's progress callback: starts the schedule at the first acknowledged send, so
-        the faults' times count from when the workload is producing."""
-        if not self._t0 and counters.acked > 0:
+        the steps' times count from when the workload is producing."""
+        if counters.acked > 0:
             self.start()
 
     def _run(self) -> None:
-        for f in self.faults:
-            delay = self._t0 + f.at - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            at, wall = time.monotonic() - self._t0, time.time_ns()
-            try:
-                done = ACTIONS[f.action](self.cluster, f.args)
-                self.log.done.append(FaultRecord(at, wall, f, done))
-            except Exception as exc:  # reported with the scenario's result
-                self.log.errors.append(f"{f} at {f.at}s: {exc}")
+        for i, s in enumerate(self.steps):
+            if s.at is not None and self.stop.wait(max(0.0, self._t0 + s.at - time.monotonic())):
+                return
+            if self.stop.is_set():
+                return
+            now = time.monotonic() - self._t0
+            if isinstance(s, Wait):
+                self.waits.append(s.run(now, self.stop))
+            else:
+                self._fault(i, s, now)
 
-    def join(self, timeout: float = 600) -> FaultLog:
-        if not self._t0:
-            if not self.log.errors:
-                self.log.errors.append("the schedule never started: the workload acknowledged nothing")
-            return self.log
+    def _fault(self, step: int, fault: Fault, offset: float) -> None:
+        began = time.time_ns()
+        try:
+            done = ACTIONS[fault.action](self.cluster, fault.args)
+        except Exception as exc:
+            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            row = FaultRow(step, fault.action, fault.args, (), PHASES[fault.action], offset, began, time.time_ns(),
+                           "error", error=text)
+            self.say(f"fault at {offset:.1f}s failed: {fault}: {text}")
+        else:
+            row = FaultRow(step, fault.action, fault.args, done.nodes, PHASES[fault.action], offset, began,
+                           time.time_ns(), "ok", done=done.what)
+            self.say(f"fault at {offset:.1f}s: {done.what}")
+        self.faults.append(row)
+        if self.journal is not None:
+            self.journal.append(row)
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the remaining steps (by default as long as their times and timeouts allow);
+        False if they did not finish in time. A schedule that never started is finished."""
+        if not self.started:
+            return True
+        if timeout is None:
+            last = max((s.at or 0.0 for s in self.steps), default=0.0)
+            timeout = max(0.0, self._t0 + last - time.monotonic()) + sum(s.timeout + SLACK_S for s in self.steps)
         self._thread.join(timeout)
-        return self.log
+        return not self._thread.is_alive()
+
+    def finish(self) -> bool:
+        """Wait for the remaining steps as :meth:`join` does, then stop the schedule; whether every
+        step had run (idempotent: a second call returns the first one's answer)."""
+        if self.finished is None:
+            self.finished = self.join()
+            self.stop.set()
+        return self.finished

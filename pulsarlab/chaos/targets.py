@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pulsarlab.admin.client import admin_of
-from pulsarlab.deployment import Deployment
+from pulsarlab.deployment import Endpoints
 from pulsarlab.errors import StateError
 from pulsarlab.topology import Role, Topology, id_address, topic_cluster
 
@@ -100,12 +100,12 @@ def check_all(topo: Topology, texts: tuple[str, ...] | list[str], role: Role | N
     return out
 
 
-def node_by_address(cluster: Deployment, role: Role) -> dict[str, str]:
+def node_by_address(cluster: Endpoints, role: Role) -> dict[str, str]:
     """``address`` -> node name, for nodes of ``role``."""
     return {e.address: e.name for e in cluster.endpoints() if e.role == role.value}
 
 
-def owner(cluster: Deployment, topic: str) -> str:
+def owner(cluster: Endpoints, topic: str) -> str:
     """The node name of the broker owning ``topic`` now."""
     admin = admin_of(cluster, topic_cluster(cluster.topo, topic))
     host = admin.lookup(topic).host
@@ -115,7 +115,7 @@ def owner(cluster: Deployment, topic: str) -> str:
     return name
 
 
-def ensemble(cluster: Deployment, topic: str) -> list[str]:
+def ensemble(cluster: Endpoints, topic: str) -> list[str]:
     """Node names of the bookies of the last ensemble of the topic's newest ledger (in ensemble order)."""
     admin = admin_of(cluster, topic_cluster(cluster.topo, topic))
     ledgers = [led for led in admin.ledgers(topic) if led.ensembles]
@@ -133,7 +133,7 @@ def ensemble(cluster: Deployment, topic: str) -> list[str]:
     return out
 
 
-def resolve(cluster: Deployment, target: Target) -> list[str]:
+def resolve(cluster: Endpoints, target: Target) -> list[str]:
     """The node names ``target`` stands for right now (``ensemble:`` gives its first bookie)."""
     if target.kind == "node":
         return [target.value]
@@ -149,7 +149,7 @@ def resolve(cluster: Deployment, target: Target) -> list[str]:
     return ensemble(cluster, target.value)[:1]
 
 
-def resolve_all(cluster: Deployment, texts: tuple[str, ...] | list[str]) -> list[str]:
+def resolve_all(cluster: Endpoints, texts: tuple[str, ...] | list[str]) -> list[str]:
     """Every node the targets stand for now, each once, in order."""
     out: list[str] = []
     for t in texts:

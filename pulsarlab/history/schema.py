@@ -57,9 +57,15 @@ def conform(table: pa.Table) -> pa.Table:
     )
 
 
+FAULTS_PART: Final = "faults"
+"""``faults.parquet``: the run's faults (:mod:`pulsarlab.history.faults`), not an event part."""
+
+
 def part_files(directory: str | os.PathLike[str]) -> list[Path]:
-    """The Parquet parts of a run directory, sorted (``verdict.json`` and the like are not parts)."""
-    return sorted(p for p in Path(directory).glob(f"*{PART_SUFFIX}") if not p.name.startswith((".", "_")))
+    """The Parquet event parts of a run directory, sorted (``verdict.json``, ``faults.parquet`` and
+    the like are not event parts)."""
+    return sorted(p for p in Path(directory).glob(f"*{PART_SUFFIX}")
+                  if not p.name.startswith((".", "_")) and p.stem != FAULTS_PART)
 
 
 def write_table(directory: str | os.PathLike[str], part_name: str, rows: Iterable[dict[str, Any]] | pa.Table) -> Path:

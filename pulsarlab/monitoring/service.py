@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pulsarlab.deployment import Deployment
+from pulsarlab.deployment import Endpoints
 from pulsarlab.monitoring import grafana
 from pulsarlab.monitoring.prometheus import DEFAULT_PORT, Prometheus, PrometheusTarget
 
@@ -26,12 +26,12 @@ class MonitoringStatus:
     targets: list[PrometheusTarget] = field(default_factory=list)
 
 
-def prometheus(cluster: Deployment, port: int = DEFAULT_PORT) -> Prometheus:
+def prometheus(cluster: Endpoints, port: int = DEFAULT_PORT) -> Prometheus:
     rec = Prometheus(cluster.topo, cluster.state_dir).record()
     return Prometheus(cluster.topo, cluster.state_dir, port=rec.port if rec else port)
 
 
-def start(cluster: Deployment, port: int = DEFAULT_PORT) -> Started:
+def start(cluster: Endpoints, port: int = DEFAULT_PORT) -> Started:
     """Start (or reload) Prometheus, write Grafana's provisioning beside it, and wait for every target up."""
     prom = prometheus(cluster, port)
     rec = prom.start()
@@ -43,20 +43,20 @@ def start(cluster: Deployment, port: int = DEFAULT_PORT) -> Started:
     return Started(url=prom.url, pid=rec.process.pid, targets=targets, grafana=str(out))
 
 
-def url(cluster: Deployment) -> str | None:
+def url(cluster: Endpoints) -> str | None:
     """Prometheus's URL while it runs, else None."""
     rec = prometheus(cluster).running()
     return rec.url if rec else None
 
 
-def status(cluster: Deployment) -> MonitoringStatus:
+def status(cluster: Endpoints) -> MonitoringStatus:
     prom = prometheus(cluster)
     if prom.running() is None:
         return MonitoringStatus(url=None)
     return MonitoringStatus(url=prom.url, targets=prom.targets())
 
 
-def stop(cluster: Deployment, clean: bool = False) -> bool:
+def stop(cluster: Endpoints, clean: bool = False) -> bool:
     """Stop Prometheus (and remove its data with ``clean``); True if it was running."""
     prom = prometheus(cluster)
     was = prom.running() is not None

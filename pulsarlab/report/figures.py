@@ -9,8 +9,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from pulsarlab.history.faults import FaultRow
 from pulsarlab.report.aggregate import NS, Aggregates, Latencies, Rates
-from pulsarlab.report.rundir import FaultMark
 
 KIND_COLOURS: Final[dict[str, str]] = {
     "sent": "#1f77b4",
@@ -36,11 +36,9 @@ FAULT_COLOUR: Final = "#b2182b"
 HEIGHT: Final = 420
 
 
-def fault_x(fault: FaultMark, t0_ns: int, producing_ns: int) -> float:
-    """Seconds since ``t0`` of a fault: its wall clock when recorded, else ``at_s`` after producing began."""
-    if fault.wall_ns is not None:
-        return (fault.wall_ns - t0_ns) / NS
-    return (producing_ns - t0_ns) / NS + (fault.at_s or 0.0)
+def fault_x(fault: FaultRow, t0_ns: int) -> float:
+    """Seconds since ``t0`` of a fault, by the wall clock when its action began."""
+    return (fault.ts - t0_ns) / NS
 
 
 def _layout(fig: go.Figure, title: str, y_title: str, *, log: bool = False, height: int = HEIGHT) -> go.Figure:
@@ -57,14 +55,14 @@ def _layout(fig: go.Figure, title: str, y_title: str, *, log: bool = False, heig
     return fig
 
 
-def mark_faults(fig: go.Figure, faults: list[FaultMark], t0_ns: int, producing_ns: int) -> None:
+def mark_faults(fig: go.Figure, faults: list[FaultRow], t0_ns: int) -> None:
     """A dashed vertical line per fault, labelled with the fault, written upwards beside the line."""
     for f in faults:
         fig.add_vline(
-            x=fault_x(f, t0_ns, producing_ns),
+            x=fault_x(f, t0_ns),
             line={"color": FAULT_COLOUR, "dash": "dash", "width": 1.5},
             annotation={"text": f.fault, "textangle": -90, "font": {"color": FAULT_COLOUR, "size": 12},
-                        "hovertext": f.done or f.fault, "xanchor": "left", "yanchor": "top"},
+                        "hovertext": f.done or f.error or f.fault, "xanchor": "left", "yanchor": "top"},
             annotation_position="top right",
         )
 
@@ -147,7 +145,7 @@ def longest_gap(fig: go.Figure, verdict: dict[str, Any] | None, t0_ns: int) -> N
     )
 
 
-def figures(agg: Aggregates, faults: list[FaultMark], verdict: dict[str, Any] | None, producing_ns: int) -> dict[str, go.Figure]:
+def figures(agg: Aggregates, faults: list[FaultRow], verdict: dict[str, Any] | None) -> dict[str, go.Figure]:
     """The page's figures by element id, faults marked on each."""
     out = {
         "rates": rates_figure(agg.rates),
@@ -155,9 +153,9 @@ def figures(agg: Aggregates, faults: list[FaultMark], verdict: dict[str, Any] | 
         "e2e-latency": latency_figure(agg.end_to_end, "End-to-end latency (publish to first delivery)"),
     }
     longest_gap(out["rates"], verdict, agg.t0_ns)
-    marks = [fault_x(f, agg.t0_ns, producing_ns) for f in faults]
+    marks = [fault_x(f, agg.t0_ns) for f in faults]
     span = (min([0.0, *marks]), max([agg.rates.bins * agg.rates.bin_ns / NS, *marks]))  # one time axis for every plot
     for fig in out.values():
-        mark_faults(fig, faults, agg.t0_ns, producing_ns)
+        mark_faults(fig, faults, agg.t0_ns)
         fig.update_xaxes(range=span)
     return out

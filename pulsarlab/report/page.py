@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, Final
 
 import jinja2
-import pyarrow.compute as pc
 from plotly.offline import get_plotlyjs
 
 from pulsarlab.errors import UsageError
@@ -100,13 +99,11 @@ def _environment() -> jinja2.Environment:
 def render(run: RunDir, agg: Aggregates | None = None) -> str:
     """The page's HTML for a loaded run directory (or several)."""
     agg = agg or aggregate(run.events)
-    sends = run.events.filter(pc.and_(pc.equal(run.events["op"], "send"), pc.equal(run.events["type"], "invoke")))
-    producing = pc.min(sends["ts"]).as_py() if sends.num_rows else agg.t0_ns
     faults = run.faults or []
     fig_html = {
         name: fig.to_html(full_html=False, include_plotlyjs=False, div_id=name,
                           config={"displaylogo": False, "responsive": True})
-        for name, fig in figs.figures(agg, faults, run.verdict, producing).items()
+        for name, fig in figs.figures(agg, faults, run.verdict).items()
     }
     verdict = run.verdict
     return _environment().get_template(TEMPLATE).render(
@@ -125,7 +122,7 @@ def render(run: RunDir, agg: Aggregates | None = None) -> str:
         verdict=verdict,
         status=(verdict or {}).get("status", "missing"),
         metrics=flatten(verdict.get("metrics") or {}) if verdict else [],
-        faults=[(f, figs.fault_x(f, agg.t0_ns, producing)) for f in faults],
+        faults=[(f, figs.fault_x(f, agg.t0_ns)) for f in faults],
         faults_present=run.faults is not None,
         scenarios=[(d, json_tables(data)) for d, data in run.scenarios],
         figures=fig_html,

@@ -1,5 +1,6 @@
 """What a report reads from a run directory: the events it plots (only the columns it needs), the
-manifest, the verdict, and the faults and scenario verdict a scenario runner leaves beside them.
+faults of the history (``faults.parquet``), the manifest, the verdict, and the scenario verdict a
+scenario runner leaves beside them.
 
 Nothing here writes into the directory: a journal left by a driver that is still running (or that
 died) is read where it is, not converted, so a report never takes a live writer's journal.
@@ -19,10 +20,10 @@ import pyarrow.parquet as pq
 
 from pulsarlab.errors import PulsarlabError, UsageError
 from pulsarlab.history import JOURNAL_SUFFIX, SCHEMA, part_files, read_journal
+from pulsarlab.history.faults import FAULTS_FILE, FaultRow, read_faults
 from pulsarlab.history.journal import journal_bases, read_events
 from pulsarlab.history.manifest import MANIFEST, VERDICT_FILE, Manifest, read_manifest
 
-FAULTS_FILE: Final = "faults.json"
 SCENARIO_FILE: Final = "scenario.json"
 COLUMNS: Final[tuple[str, ...]] = ("op", "type", "producer", "seq", "cluster", "ts", "publish_ts")
 """The history columns a report uses."""
@@ -32,16 +33,6 @@ PLOTTED_OPS: Final[tuple[str, ...]] = ("send", "receive", "ack")
 
 class ReportInputError(PulsarlabError):
     """A run directory lacks what a report needs, or holds a file that cannot be read."""
-
-
-@dataclass(frozen=True)
-class FaultMark:
-    """One fault as a scenario runner recorded it."""
-
-    fault: str
-    at_s: float | None = None
-    wall_ns: int | None = None
-    done: str | None = None
 
 
 @dataclass
@@ -54,10 +45,14 @@ class RunDir:
     verdict: dict[str, Any] | None
     verdict_path: Path | None
     verdict_warnings: list[str] = field(default_factory=list)
-    faults: list[FaultMark] | None = None
-    fault_errors: list[str] = field(default_factory=list)  # faults that could not be done, as the runner wrote them
+    faults: list[FaultRow] | None = None  # None: the history has no faults part (a run without a schedule)
     scenarios: list[tuple[Path, dict[str, Any]]] = field(default_factory=list)
-    sources: int = 0  # Parquet parts and journals read
+    sources: int = 0  # Parquet parts (the faults part too) and journals read
+
+    @property
+    def fault_errors(self) -> list[str]:
+        """The faults whose action failed, one line each."""
+        return [f"{f.fault} at {f.offset_s:.1f}s: {f.error}" for f in self.faults or [] if not f.ok]
 
     @property
     def directory(self) -> Path:
@@ -103,10 +98,13 @@ def load(directories: str | Path | Sequence[str | Path], verdict_path: str | Pat
     if verdict is not None and vpath is not None:
         run.verdict_warnings = _verdict_warnings(dirs, vpath, verdict)
     for d in dirs:
-        if (d / FAULTS_FILE).is_file():
-            faults, errors = _faults(d / FAULTS_FILE)
+        try:
+            faults = read_faults(d)
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise ReportInputError(f"unreadable {d / FAULTS_FILE}: {exc}") from None
+        if faults is not None:
             run.faults = (run.faults or []) + faults
-            run.fault_errors += errors
+            run.sources += 1
         if (d / SCENARIO_FILE).is_file():
             run.scenarios.append((d, _json(d / SCENARIO_FILE, dict)))
     return run
@@ -138,27 +136,6 @@ def _json(path: Path, kind: type | tuple[type, ...]) -> Any:
     if not isinstance(data, kind):
         raise ReportInputError(f"unreadable {path}: expected a JSON {'object' if kind is dict else 'list'}")
     return data
-
-
-def _faults(path: Path) -> tuple[list[FaultMark], list[str]]:
-    """The faults of a ``faults.json``: a list of faults, or ``{"faults": [...], "errors": [...]}``."""
-    data = _json(path, (list, dict))
-    items, errors = (data, []) if isinstance(data, list) else (data.get("faults"), data.get("errors") or [])
-    if not isinstance(items, list) or not isinstance(errors, list):
-        raise ReportInputError(f"unreadable {path}: expected a list of faults, or an object with a 'faults' list")
-    out = []
-    for i, item in enumerate(items):
-        if not isinstance(item, dict) or not isinstance(item.get("fault"), str):
-            raise ReportInputError(f"unreadable {path}: entry {i} has no 'fault' text")
-        at, wall = item.get("at_s"), item.get("wall_ns")
-        if at is None and wall is None:
-            raise ReportInputError(f"unreadable {path}: entry {i} ({item['fault']}) has neither 'at_s' nor 'wall_ns'")
-        try:
-            out.append(FaultMark(item["fault"], None if at is None else float(at), None if wall is None else int(wall),
-                                 None if item.get("done") is None else str(item["done"])))
-        except (TypeError, ValueError) as exc:
-            raise ReportInputError(f"unreadable {path}: entry {i}: {exc}") from None
-    return out, [str(e) for e in errors]
 
 
 def _verdict_warnings(directories: list[Path], vpath: Path, verdict: dict[str, Any]) -> list[str]:

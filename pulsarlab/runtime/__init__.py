@@ -1,5 +1,6 @@
-"""Runtimes: where and how nodes run. Each implements :class:`pulsarlab.deployment.Deployment`;
-the state directory records which one a deployment uses, and :func:`open_deployment` opens it."""
+"""Runtimes: where and how nodes run. Each implements :class:`pulsarlab.deployment.Endpoints`, and
+those that act on nodes (local, docker) :class:`pulsarlab.deployment.NodeControl` too; the state
+directory records which one a deployment uses, and :func:`open_deployment` opens it."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from pulsarlab.deployment import Deployment, Say, quiet
+from pulsarlab.deployment import Endpoints, Say, quiet
 from pulsarlab.errors import StateError, UsageError
 from pulsarlab.runtime.state import ClusterState
 from pulsarlab.topology import Topology
@@ -27,12 +28,12 @@ def runtime_class(name: str) -> type[Any]:  # a NodeRuntime subclass, looked up 
     return getattr(importlib.import_module(module), cls)
 
 
-def new_deployment(topo: Topology, state_dir: Path, runtime: str = "local", say: Say = quiet, **kwargs) -> Deployment:
+def new_deployment(topo: Topology, state_dir: Path, runtime: str = "local", say: Say = quiet, **kwargs) -> Endpoints:
     """A deployment of ``topo`` under ``state_dir`` on ``runtime`` (nothing starts yet)."""
     return runtime_class(runtime)(topo, state_dir, say=say, **kwargs)
 
 
-def open_deployment(state_dir: Path, say: Say = quiet) -> Deployment:
+def open_deployment(state_dir: Path, say: Say = quiet) -> Endpoints:
     """The deployment recorded in ``state_dir`` (as ``up`` left it), on the runtime it records."""
     state = ClusterState.load(state_dir)
     if state is None:

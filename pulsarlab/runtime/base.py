@@ -1,10 +1,12 @@
-"""What every runtime shares: start order, readiness waits, and the bookkeeping of up, down and node control.
+"""What every runtime that controls its nodes shares: start order, readiness waits, and the
+bookkeeping of up, down and node control.
 
 Order: ZooKeeper, then ``initialize-cluster-metadata`` per cluster, then bookies, then brokers;
 nodes of one tier start together. A runtime subclass provides the primitives (how one node is
 started, stopped, paused, observed, and where its log is); everything else is written once here.
 Every node listens on its own address of this machine, so readiness is probed the same way on
-every runtime.
+every runtime. Endpoints, credentials and status come from
+:class:`~pulsarlab.runtime.endpoints.RecordedDeployment`, which an attached cluster shares too.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from __future__ import annotations
 import abc
 import errno
 import socket
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -20,43 +21,24 @@ from pathlib import Path
 
 import yaml
 
-from pulsarlab.deployment import NodeEndpoint, NodeStatus, Say, UpResult, quiet
-from pulsarlab.distribution import Distribution
-from pulsarlab.distribution import resolve as resolve_distribution
+from pulsarlab.deployment import NodeControl, UpResult
 from pulsarlab.errors import NodeStartError, PortInUseError, ProcessFailedError, StateError
-from pulsarlab.progress import reporter_of
 from pulsarlab.render import NodeDirs, node_dirs
 from pulsarlab.runtime import cgroup
+from pulsarlab.runtime.endpoints import RecordedDeployment
 from pulsarlab.runtime.state import ClusterState
-from pulsarlab.runtime.waits import HttpOk, RegistrationGone, ZkServing, log_tail, wait_for
-from pulsarlab.security import ClientAuth
+from pulsarlab.runtime.waits import HttpOk, RegistrationGone, log_tail, wait_for
 from pulsarlab.security import material as security_material
 from pulsarlab.timeouts import timeout
-from pulsarlab.topology import Node, Role, Topology, bookie_id, broker_id, parse
+from pulsarlab.topology import Node, Role, bookie_id, broker_id
 
 TIERS = (Role.ZOOKEEPER, Role.BOOKIE, Role.BROKER)
+__all__ = ["TIERS", "NodeRuntime", "timeout"]
 
 
-class NodeRuntime(abc.ABC):
-    """A topology run under ``state_dir`` by some runtime (see :class:`pulsarlab.deployment.Deployment`)."""
-
-    runtime = "?"
-
-    def __init__(self, topo: Topology, state_dir: Path, dist: Distribution | None = None, say: Say = quiet):
-        self.topo = topo
-        self.state_dir = state_dir.resolve()
-        self.dist = dist
-        self.say = reporter_of(say)  # a Reporter: steps with a status and an end, and notes
-        self._lock = threading.Lock()
-        self.state = ClusterState.load(self.state_dir) or ClusterState(topo.name, self.runtime, topo.name)
-
-    @classmethod
-    def open(cls, state_dir: Path, dist: Distribution | None = None, say: Say = quiet) -> NodeRuntime:
-        """The deployment recorded in ``state_dir`` (as ``up`` left it)."""
-        topo_file = state_dir / "topology.yaml"
-        if not ClusterState.path(state_dir).is_file() or not topo_file.is_file():
-            raise StateError(f"no pulsarlab cluster in {state_dir}: run 'pulsarlab up' first")
-        return cls(parse(yaml.safe_load(topo_file.read_text())), state_dir, dist, say)
+class NodeRuntime(RecordedDeployment):
+    """A topology run under ``state_dir`` by a runtime that acts on its nodes (see
+    :class:`pulsarlab.deployment.NodeControl`)."""
 
     # ----- primitives: what a runtime must say about one node ------------------------------------
     @abc.abstractmethod
@@ -68,19 +50,12 @@ class NodeRuntime(abc.ABC):
         """Start one node without waiting for it to be ready."""
 
     @abc.abstractmethod
-    def node_alive(self, name: str) -> bool: ...
-
-    @abc.abstractmethod
     def stop_process(self, name: str, kill: bool) -> None:
         """Stop a running node: SIGTERM and wait (then SIGKILL), or SIGKILL at once."""
 
     @abc.abstractmethod
     def pause_process(self, name: str, paused: bool) -> None:
         """Freeze (SIGSTOP-like) or thaw a running node."""
-
-    @abc.abstractmethod
-    def process_info(self, name: str) -> tuple[int | None, bool, bool]:
-        """(pid or None, alive, paused) of a node."""
 
     @abc.abstractmethod
     def run_metadata_init(self, cluster: str, args: list[str], log_path: Path) -> None:
@@ -104,7 +79,7 @@ class NodeRuntime(abc.ABC):
         """After every node stopped in ``down``: remove what the runtime created besides the nodes."""
         return
 
-    # ----- paths and endpoints -----------------------------------------------------------------
+    # ----- paths and logs ---------------------------------------------------------------------
     def dirs(self, node: Node) -> NodeDirs:
         return node_dirs(self.state_dir, node)
 
@@ -114,56 +89,7 @@ class NodeRuntime(abc.ABC):
     def log_tail(self, name: str, lines: int = 25) -> str:
         return log_tail(self.log_file(name), lines)
 
-    def alive(self, name: str) -> bool:
-        return self.node_alive(name)
-
-    def service_url(self, cluster: str) -> str:
-        return self.topo.service_url(cluster)
-
-    def endpoints(self) -> list[NodeEndpoint]:
-        out = []
-        for n in self.topo.nodes:
-            addr = self.topo.address_of(n)
-            url: str | None = None
-            if n.role == Role.BROKER:
-                url = self.topo.broker_web_url(n)
-            elif n.role == Role.BOOKIE:
-                url = f"http://{addr}:{n.port('http')}"
-            out.append(NodeEndpoint(n.name, n.role.value, n.cluster, n.region, addr, url))
-        return out
-
-    def client_auth(self, role: str | None = None) -> ClientAuth | None:
-        """A client's credentials on this deployment (``role`` default: the admin role); None if open."""
-        return security_material.client_auth(self.topo, self.state_dir, role)
-
-    def admin_url(self, cluster: str) -> str:
-        """The web URL of a broker of ``cluster`` that answers, for admin calls."""
-        auth = self.client_auth()
-        for b in self.topo.nodes_of(Role.BROKER, cluster):
-            url = self.topo.broker_web_url(b)
-            if self.alive(b.name) and HttpOk(f"{url}/admin/v2/brokers/ready", auth=auth)()[0]:
-                return url
-        raise StateError(f"no broker of cluster {cluster} is up")
-
-    def distribution(self) -> Distribution:
-        """The distribution the nodes run from: given, or the one this deployment was started with."""
-        if self.dist is None:
-            self.dist = resolve_distribution(self.state.distribution or None)
-        return self.dist
-
-    def pulsar_version(self) -> str:
-        return self.state.version
-
-    # ----- readiness ---------------------------------------------------------------------------
-    def readiness_probe(self, node: Node):
-        addr = self.topo.address_of(node)
-        if node.role == Role.ZOOKEEPER:
-            return ZkServing(addr, node.port("client"))
-        if node.role == Role.BOOKIE:
-            return HttpOk(f"http://{addr}:{node.port('http')}/api/v1/bookie/is_ready", "bookie /api/v1/bookie/is_ready")
-        return HttpOk(f"{self.topo.broker_web_url(node)}/admin/v2/brokers/ready", "broker /admin/v2/brokers/ready",
-                      auth=self.client_auth())
-
+    # ----- readiness -----------------------------------------------------------------------------
     def wait_ready(self, node: Node) -> float:
         probe = self.readiness_probe(node)
         try:
@@ -222,9 +148,8 @@ class NodeRuntime(abc.ABC):
         wait_for(node.name, probe, what=probe.description, timeout=timeout("session"), interval=1.0)
 
     # ----- starting ----------------------------------------------------------------------------
-    def start_nodes(self, nodes: list[Node], seed: Callable[[NodeRuntime], None] | None = None,
-                    before_brokers: Callable[[NodeRuntime], None] | None = None,
-                    brokers_ready: Callable[[NodeRuntime], None] | None = None) -> None:
+    def start_nodes(self, nodes: list[Node], before_brokers: Callable[[NodeControl], None] | None = None,
+                    brokers_ready: Callable[[NodeControl], None] | None = None) -> None:
         """Start the nodes, each as soon as what it needs is there.
 
         ZooKeeper first, the metadata initialisation alongside it (its client waits for the
@@ -234,16 +159,14 @@ class NodeRuntime(abc.ABC):
         start together on an empty cluster race to create the auto-recovery layout znode and the
         losers exit (``BadVersion for /ledgers/underreplication/LAYOUT``). ``brokers_ready`` runs
         once the brokers that started with the bookies are ready, while the bookies may still be
-        starting (configure needs no bookie). With ``seed``, the brokers
-        wait for the bookies, one broker per cluster starts, ``seed`` runs against it, then the
-        other brokers start."""
+        starting (configure needs no bookie)."""
         zookeepers, bookies, brokers = ([n for n in nodes if n.role == r] for r in TIERS)
         fresh: set[str] = set()
         if zookeepers:
             fresh = self._start_zookeeper(zookeepers, with_metadata=bool(bookies))
         if bookies:
             fresh |= self.initialize_metadata()  # nothing left to do when it ran alongside ZooKeeper
-            early = brokers if seed is None else []
+            early = brokers
             if early and before_brokers is not None:
                 before_brokers(self)
             self._spawn(early)
@@ -266,12 +189,6 @@ class NodeRuntime(abc.ABC):
             return
         if before_brokers is not None:
             before_brokers(self)
-        if seed is not None:
-            first = self._first_per_cluster(brokers)
-            if len(first) < len(brokers):
-                self._start_tier(first)
-                seed(self)
-                brokers = [n for n in brokers if n not in first]
         self._start_tier(brokers)
 
     @staticmethod
@@ -360,12 +277,12 @@ class NodeRuntime(abc.ABC):
             )
 
     def up(
-        self, check: Callable[[NodeRuntime], None] | None = None, seed: Callable[[NodeRuntime], None] | None = None,
-        before_brokers: Callable[[NodeRuntime], None] | None = None,
-        brokers_ready: Callable[[NodeRuntime], None] | None = None,
+        self, check: Callable[[NodeControl], None] | None = None,
+        before_brokers: Callable[[NodeControl], None] | None = None,
+        brokers_ready: Callable[[NodeControl], None] | None = None,
     ) -> UpResult:
         """Bring every node up and ready; safe to re-run. ``check`` runs once all nodes are ready;
-        ``seed`` once the first broker of each cluster is; ``before_brokers`` before any broker
+        ``before_brokers`` before any broker
         starts; ``brokers_ready`` once the brokers are, if they started with the bookies (see
         :meth:`start_nodes`)."""
         t0 = time.monotonic()
@@ -396,7 +313,7 @@ class NodeRuntime(abc.ABC):
         self.state.save(self.state_dir)
         started = [n.name for n in missing]
         try:
-            self.start_nodes(missing, seed, before_brokers, brokers_ready)
+            self.start_nodes(missing, before_brokers, brokers_ready)
             if check is not None:
                 check(self)
         except BaseException:
@@ -502,18 +419,6 @@ class NodeRuntime(abc.ABC):
     def _stop_shown(self, name: str) -> None:
         with self.say.step(name, name, "stopping", "stopped"):
             self.stop_process(name, False)
-
-    # ----- status ------------------------------------------------------------------------------
-    def status(self) -> list[NodeStatus]:
-        def one(n: Node) -> NodeStatus:
-            pid, alive, paused = self.process_info(n.name)
-            ready = alive and not paused and self.readiness_probe(n)()[0]
-            return NodeStatus(n.name, n.role.value, n.cluster, n.region, self.topo.address_of(n),
-                              pid if alive else None, alive, paused, ready)
-
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            return list(pool.map(one, self.topo.nodes))
-
 
 def _bind_error(addr: str, port: int) -> OSError | None:
     """Why ``addr:port`` cannot be bound now (None if it can)."""

@@ -1,38 +1,28 @@
 """A cluster pulsarlab did not start (``compose/*.yml`` under plain Compose, hosts deployed by other
 means), attached by its topology so that inspect, configure, workload, verify and monitoring work
-against it. pulsarlab never controls its nodes: node commands are refused, and ``down`` only
-forgets the attachment."""
+against it. pulsarlab never controls its nodes: it is :class:`~pulsarlab.deployment.Endpoints`
+and no more (no node control to refuse: asking it for some is a type error, and the CLI says so
+once, see :func:`pulsarlab.ops.node_control`), and ``down`` only forgets the attachment."""
 
 from __future__ import annotations
 
 import shutil
 import socket
-from pathlib import Path
 
-from pulsarlab.deployment import Say, quiet
-from pulsarlab.distribution import Distribution
-from pulsarlab.errors import UsageError
 from pulsarlab.render import write_topology
-from pulsarlab.runtime.base import NodeRuntime
+from pulsarlab.runtime.endpoints import RecordedDeployment
 from pulsarlab.runtime.state import ClusterState
 from pulsarlab.runtime.waits import wait_for
 from pulsarlab.timeouts import timeout
-from pulsarlab.topology import Node, Role, Topology
+from pulsarlab.topology import Role
 
 MAIN_PORT = {Role.ZOOKEEPER: "client", Role.BOOKIE: "bookie", Role.BROKER: "service"}
 
 
-class ExternalCluster(NodeRuntime):
+class ExternalCluster(RecordedDeployment):
     """The topology's nodes, running wherever something else started them."""
 
     runtime = "external"
-
-    def __init__(self, topo: Topology, state_dir: Path, dist: Distribution | None = None, say: Say = quiet):
-        super().__init__(topo, state_dir, dist, say)
-
-    def _refuse(self, what: str):
-        return UsageError(f"cannot {what}: cluster {self.topo.name!r} was attached, not started, by pulsarlab; "
-                          "control its nodes where they were started (e.g. docker compose)")
 
     # ----- attach / detach ------------------------------------------------------------------------
     def attach(self, wait_s: float | None = None) -> list[str]:
@@ -54,7 +44,7 @@ class ExternalCluster(NodeRuntime):
         self.say(f"detached from {self.topo.name}; its nodes keep running")
         return []
 
-    # ----- primitives ----------------------------------------------------------------------------
+    # ----- observations ----------------------------------------------------------------------------
     def node_alive(self, name: str) -> bool:
         node = self.topo.node(name)
         try:
@@ -65,30 +55,3 @@ class ExternalCluster(NodeRuntime):
 
     def process_info(self, name: str) -> tuple[int | None, bool, bool]:
         return None, self.node_alive(name), False
-
-    def log_file(self, name: str) -> Path | None:
-        return None
-
-    def prepare(self, nodes: list[Node]) -> None:
-        raise self._refuse("start nodes")
-
-    def spawn(self, node: Node) -> None:
-        raise self._refuse(f"start {node.name}")
-
-    def stop_process(self, name: str, kill: bool) -> None:
-        raise self._refuse(f"stop {name}")
-
-    def pause_process(self, name: str, paused: bool) -> None:
-        raise self._refuse(f"pause or resume {name}")
-
-    def run_metadata_init(self, cluster: str, args: list[str], log_path: Path) -> None:
-        raise self._refuse("initialize cluster metadata")
-
-    def wipe_data(self) -> None:
-        raise self._refuse("remove data")
-
-    def wipe_node(self, node: Node) -> None:
-        raise self._refuse(f"remove {node.name}'s data")
-
-    def up(self, check=None, seed=None, before_brokers=None, brokers_ready=None):
-        raise self._refuse("bring it up")

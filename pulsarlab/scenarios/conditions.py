@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from pulsarlab.admin import placement
 from pulsarlab.admin.client import AdminError, admin_of
-from pulsarlab.deployment import Deployment
+from pulsarlab.deployment import Endpoints
 from pulsarlab.errors import StateError
 from pulsarlab.topology import Role, Topology, namespace_of, topic_cluster
 
@@ -23,8 +23,8 @@ class Condition:
     """``holds(cluster, topic, args) -> (held, what is seen now)``; ``nudge`` (optional) acts to make it hold."""
 
     check_args: Callable[[Topology, list[str]], None]
-    holds: Callable[[Deployment, str, list[str]], tuple[bool, str]]
-    nudge: Callable[[Deployment, str, list[str]], None] | None = None
+    holds: Callable[[Endpoints, str, list[str]], tuple[bool, str]]
+    nudge: Callable[[Endpoints, str, list[str]], None] | None = None
 
 
 def _one_node(topo: Topology, args: list[str]) -> None:
@@ -46,24 +46,24 @@ def _count(_topo: Topology, args: list[str]) -> None:
         raise ValueError("takes one count, e.g. 'under_replicated 0'")
 
 
-def _node_alive(cluster: Deployment, _topic: str, args: list[str]) -> tuple[bool, str]:
+def _node_alive(cluster: Endpoints, _topic: str, args: list[str]) -> tuple[bool, str]:
     up = cluster.alive(args[0])
     return up, f"{args[0]} {'alive' if up else 'not running'}"
 
 
-def _node_dead(cluster: Deployment, topic: str, args: list[str]) -> tuple[bool, str]:
+def _node_dead(cluster: Endpoints, topic: str, args: list[str]) -> tuple[bool, str]:
     up, seen = _node_alive(cluster, topic, args)
     return not up, seen
 
 
-def _owner_region(cluster: Deployment, topic: str) -> str:
+def _owner_region(cluster: Endpoints, topic: str) -> str:
     name = topic_cluster(cluster.topo, topic)
     host = admin_of(cluster, name, retries=1).lookup(topic).host
     regions = placement.region_by_address(cluster.topo, name, Role.BROKER)
     return regions.get(host, f"? ({host})")
 
 
-def _owned_in(cluster: Deployment, topic: str, args: list[str]) -> tuple[bool, str]:
+def _owned_in(cluster: Endpoints, topic: str, args: list[str]) -> tuple[bool, str]:
     try:
         region = _owner_region(cluster, topic)
     except (AdminError, StateError) as exc:
@@ -71,7 +71,7 @@ def _owned_in(cluster: Deployment, topic: str, args: list[str]) -> tuple[bool, s
     return region == args[0], f"owned in {region}"
 
 
-def _unload(cluster: Deployment, topic: str, _args: list[str]) -> None:
+def _unload(cluster: Endpoints, topic: str, _args: list[str]) -> None:
     """Unload the topic's namespace so the isolation policy places the topic afresh."""
     try:
         admin = admin_of(cluster, topic_cluster(cluster.topo, topic), retries=1)
@@ -80,7 +80,7 @@ def _unload(cluster: Deployment, topic: str, _args: list[str]) -> None:
         pass  # the next poll says what is seen
 
 
-def _under_replicated(cluster: Deployment, topic: str, args: list[str]) -> tuple[bool, str]:
+def _under_replicated(cluster: Endpoints, topic: str, args: list[str]) -> tuple[bool, str]:
     try:
         report = placement.inspect(cluster, topic)
     except (AdminError, StateError) as exc:
@@ -114,7 +114,7 @@ class WaitRecord:
 
 
 def wait_for(
-    cluster: Deployment, topic: str, words: list[str], timeout: float, started_s: float | None = None,
+    cluster: Endpoints, topic: str, words: list[str], timeout: float, started_s: float | None = None,
     stop: threading.Event | None = None,
 ) -> WaitRecord:
     """Poll a condition until it holds, ``timeout`` passes or ``stop`` is set (nudging it every few

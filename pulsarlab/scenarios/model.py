@@ -3,7 +3,7 @@
 A scenario is a YAML file (built-ins live in ``builtin/``). Everything that can be checked without a
 running cluster is checked when it is loaded, and a violation raises :class:`ScenarioError` naming
 the field: unknown keys, a workload the driver would refuse, a fault action that is not registered
-in :data:`pulsarlab.chaos.schedule.ACTIONS`, a node the topology does not have, an unknown check.
+in :data:`pulsarlab.chaos.actions.ACTIONS`, a node the topology does not have, an unknown check.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
-from pulsarlab.chaos import schedule as chaos
+from pulsarlab.chaos import actions as chaos
 from pulsarlab.errors import TopologyError, UsageError
 from pulsarlab.topology import Topology, parse
 from pulsarlab.topology import load as load_topology
@@ -157,7 +157,7 @@ class Scenario(_Strict):
 def step_fault(step: Step, topic: str) -> chaos.Fault:
     """The fault of a step, ``{topic}`` in its arguments replaced by the run's topic."""
     action, *args = step.words
-    return chaos.Fault(step.at or 0.0, action, tuple(a.replace(TOPIC_PLACEHOLDER, topic) for a in args))
+    return chaos.Fault(step.at or 0.0, action, tuple(a.replace(TOPIC_PLACEHOLDER, topic) for a in args), step.timeout)
 
 
 # ----- loading -------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
-"""RTO from a run's history and its fault log, per producer.
+"""RTO from a run's history, per producer: its sends and its faults.
 
 Read the way the verifier reads a history: the Parquet parts of :func:`pulsarlab.history.part_files`,
 only the columns needed, ``op == "send"`` rows, ``ts`` in ns on the client's clock (an ``ok`` row's
-``ts`` is when the acknowledgement came back).
+``ts`` is when the acknowledgement came back); the faults that ran (``faults.parquet``, see
+:mod:`pulsarlab.history.faults`), each from the moment its action returned (``ended_ts``).
 
 - ``recovery_s`` per fault: from the moment the fault's damage is done (its action returned: killing
   four nodes takes a moment, during which the old owner may still acknowledge) to the first
@@ -23,6 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pulsarlab.history import SCHEMA, part_files
+from pulsarlab.history.faults import read_faults
 
 COLUMNS = ("op", "type", "producer", "seq", "ts")
 
@@ -122,5 +124,7 @@ def compute(sends: pa.Table, faults: list[tuple[str, float, int]]) -> Rto:
     return Rto(out)
 
 
-def rto_of_run(directory: str | Path, faults: list[tuple[str, float, int]]) -> Rto:
+def rto_of_run(directory: str | Path) -> Rto:
+    """RTO of a run directory, after each fault its history says was done."""
+    faults = [(r.fault, r.offset_s, r.ended_ts) for r in read_faults(directory) or [] if r.ok]
     return compute(read_sends(directory), faults)

@@ -4,18 +4,18 @@ expectation judged pass / fail / inconclusive."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
+from pulsarlab.history.faults import FaultRow
 from pulsarlab.scenarios.model import Scenario
 from pulsarlab.scenarios.rto import Rto
 from pulsarlab.verify.model import ABSENCE, EXIT_CODES, FAIL, INCONCLUSIVE, PASS, Check, Verdict
 
 SCENARIO_FILE = "scenario.json"
-FAULTS_FILE = "faults.json"
 
 
 @dataclass
@@ -33,7 +33,7 @@ class ScenarioVerdict:
     scenario: str
     run_dir: str
     control: bool
-    faults: list[dict[str, Any]] = field(default_factory=list)
+    faults: list[FaultRow] = field(default_factory=list)  # as the run's history has them
     waits: list[dict[str, Any]] = field(default_factory=list)
     checks: dict[str, int] = field(default_factory=dict)
     rpo: int | None = None
@@ -60,7 +60,8 @@ class ScenarioVerdict:
         return {
             "scenario": self.scenario, "status": self.status, "control": self.control, "run_dir": self.run_dir,
             "seconds": round(self.seconds, 1), "rpo": self.rpo, "rto": self.rto, "checks": self.checks,
-            "faults": self.faults, "waits": self.waits, "verifier_status": self.verifier_status,
+            "faults": [{"fault": f.fault, **asdict(f)} for f in self.faults], "waits": self.waits,
+            "verifier_status": self.verifier_status,
             "expectations": [j.__dict__ for j in self.expectations], "reasons": self.reasons,
         }
 
@@ -91,7 +92,7 @@ class ScenarioVerdict:
             t.add_row(f"RTO {p['producer'].rsplit('-', 1)[-1]}", "", f"{rec}; longest without ack {longest}", "")
         t.add_section()
         for f in self.faults:
-            t.add_row(f"fault @{f['at_s']:.1f}s", "", f"{f['fault']}: {f['done']}", "")
+            t.add_row(f"fault @{f.offset_s:.1f}s", "", f"{f.fault}: {f.done if f.ok else f'FAILED: {f.error}'}", "")
         for w in self.waits:
             held = "held" if w["held"] else "NOT held"
             t.add_row("wait", w["condition"], f"{held} after {w['seconds']:.1f}s ({w['seen']})", "")

@@ -39,6 +39,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pulsarlab.history import SCHEMA, part_files, recover_journals
+from pulsarlab.history.faults import APPLIED, FAULTS_FILE, HEALED, read_faults
 from pulsarlab.history.manifest import VERDICT_FILE
 from pulsarlab.progress import NO_PROGRESS, Reporter
 from pulsarlab.verify import aggregate, checks, exchange, merge, plan
@@ -126,6 +127,12 @@ class _Job:
             self.evidence.reasons.insert(0, "empty history: no Parquet parts in " + ", ".join(map(str, directories)))
         elif not self.d.producers:
             self.evidence.reasons.insert(0, "no message was sent in these histories: nothing to judge")
+        faults = [f for d in directories for f in read_faults(d) or []]
+        if faults:  # evidence of what the run went through, counted beside the events
+            failed = sum(not f.ok for f in faults)
+            self.notes.append(f"{len(faults)} fault(s) in the history ({FAULTS_FILE}): "
+                              f"{sum(f.phase == APPLIED for f in faults)} applied, {sum(f.phase == HEALED for f in faults)} "
+                              f"healed" + (f", {failed} failed" if failed else ""))
         if self.d.foreign:
             shown = ", ".join(self.d.foreign[:5]) + (", ..." if len(self.d.foreign) > 5 else "")
             self.notes.append(

@@ -18,8 +18,8 @@ import pyarrow.compute as pc
 import pytest
 
 from pulsarlab.chaos import targets
+from pulsarlab.deployment import Endpoints
 from pulsarlab.errors import PulsarlabError
-from pulsarlab.runtime.base import NodeRuntime
 from pulsarlab.runtime.external import ExternalCluster
 from pulsarlab.scenarios.rto import read_sends
 from pulsarlab.topology import Topology, bookie_id
@@ -40,7 +40,7 @@ class Deployed:
     def inventory(self) -> Path:
         return self.render_dir / "inventory.yml"
 
-    def cluster(self) -> NodeRuntime:
+    def cluster(self) -> Endpoints:
         return ExternalCluster.open(self.state_dir)
 
     def play(self, book: str, *extra: str) -> Play:
@@ -144,7 +144,7 @@ def installed(deployed: Deployed, node: str) -> str:
     return docker(deployed.hosts.docker_host, "exec", deployed.hosts.name(node), "dpkg-query", "-W", "-f=${Package}\n").stdout
 
 
-def ensemble_or_none(cluster: NodeRuntime, topic: str) -> list[str]:
+def ensemble_or_none(cluster: Endpoints, topic: str) -> list[str]:
     try:
         return targets.ensemble(cluster, topic)
     except PulsarlabError:  # not written to yet: the workload is still starting

@@ -13,7 +13,8 @@ import pytest
 from pulsarlab import ops
 from pulsarlab.admin import placement, reconcile
 from pulsarlab.admin.client import AdminClient
-from pulsarlab.chaos.schedule import Fault, FaultSchedule
+from pulsarlab.chaos.actions import Fault
+from pulsarlab.history.faults import read_faults
 from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.topology import Role
 from pulsarlab.verify import Expectations, verify
@@ -52,12 +53,12 @@ def test_losing_every_eu_node_moves_topics_to_us_brokers_of_the_same_cluster_wit
     eu_nodes = tuple(n.name for n in cluster.topo.nodes if n.region == "eu" and n.role != Role.ZOOKEEPER)
     cfg = WorkloadConfig(topic, producers=1, consumers=1, subscription_type="failover", rate=200, duration=50,
                          deduplication=True, drain_seconds=10)
-    schedule = FaultSchedule(cluster, [Fault(10, "kill", eu_nodes)])
+    schedule = ops.fault_schedule(cluster.state_dir, [Fault(10, "kill", eu_nodes)], tmp_path / "run")
     try:
-        result = ops.workload_run(cluster.state_dir, cfg, tmp_path / "run", A, replication_timeout=120,
-                                  tick=schedule.on_progress)
-        log = schedule.join()
-        assert not log.errors and len(log.done) == 1, (log.errors, log.done)
+        result = ops.workload_run(cluster.state_dir, cfg, tmp_path / "run", A, replication_timeout=120, schedule=schedule)
+        faults = read_faults(tmp_path / "run")  # the run's history has the fault
+        assert faults is not None and [(f.fault, f.ok, set(f.nodes)) for f in faults] == [
+            (f"kill {' '.join(eu_nodes)}", True, set(eu_nodes))], faults
         assert result.failed == [], [(d.name, d.reason) for d in result.failed]
 
         # the same cluster's us broker took the topic over, on both clusters
@@ -74,7 +75,7 @@ def test_losing_every_eu_node_moves_topics_to_us_brokers_of_the_same_cluster_wit
         verdict = verify(tmp_path / "run", expect=expect)
         counts = verdict.counts()
         found = {c.name: (c.count, c.examples[:3]) for c in verdict.checks if c.count}
-        assert verdict.status == "pass", (verdict.reasons, found, [r.done for r in log.done])
+        assert verdict.status == "pass", (verdict.reasons, found, [f.done for f in faults])
         assert counts["lost"] == 0 and counts["not_replicated"] == 0 and counts["unexpected"] == 0
         twice = verdict.check("duplicated_in_storage")
         assert {e["cluster"] for e in twice.examples} <= {B}, twice.examples  # the first 20, each with its cluster
@@ -90,7 +91,7 @@ def test_losing_every_eu_node_moves_topics_to_us_brokers_of_the_same_cluster_wit
         [on_a] = [t for t in placement.inspect(cluster, topic).topics if t.cluster == A]
         assert on_a.ledgers and on_a.ledgers[-1].regions == ["us"], on_a
     finally:
-        schedule.join()
+        schedule.finish()
         for n in eu_nodes:
             if not cluster.alive(n):
                 cluster.start_node(n)

@@ -21,7 +21,7 @@ import requests
 from pulsarlab import ops
 from pulsarlab.admin.client import AdminClient, encode_topic
 from pulsarlab.chaos import netfilter, recovery, targets
-from pulsarlab.chaos.schedule import Fault, run_fault
+from pulsarlab.chaos.actions import Fault, run_fault
 from pulsarlab.errors import StateError
 from pulsarlab.identity import state_digest
 from pulsarlab.runtime import cgroup
@@ -190,7 +190,7 @@ def test_owner_and_ensemble_targets_name_what_the_admin_api_says(sync: LocalClus
 
 
 def test_region_loss_kills_exactly_that_regions_nodes(sync: LocalCluster) -> None:
-    done = run_fault(sync, Fault(0, "region-loss", ("us",)))
+    done = run_fault(sync, Fault(0, "region-loss", ("us",))).what
     assert done == "region us lost: killed bk1-us, bk2-us, pulsar1-us, pulsar2-us at once"
     down = {n.name for n in sync.topo.nodes if not sync.alive(n.name)}
     assert down == {"bk1-us", "bk2-us", "pulsar1-us", "pulsar2-us"}
@@ -235,7 +235,7 @@ def test_disk_loss_brings_a_bookie_back_empty_under_the_same_id(sync: LocalClust
     marker.write_text("here before the disk was lost")
     cookie = data / "journal" / "current" / "VERSION"
     written_before = (cookie.stat().st_ino, cookie.stat().st_mtime_ns)
-    done = run_fault(sync, Fault(0, "disk-loss", ("bk2-us",)))
+    done = run_fault(sync, Fault(0, "disk-loss", ("bk2-us",))).what
     assert done == "disk lost: bk2-us killed, data and cookie removed, started again empty"
     assert not marker.exists()
     assert (cookie.stat().st_ino, cookie.stat().st_mtime_ns) != written_before, "the bookie kept its old cookie file"
@@ -247,7 +247,7 @@ def test_disk_loss_brings_a_bookie_back_empty_under_the_same_id(sync: LocalClust
 def test_power_loss_brings_every_node_back_with_acknowledged_messages_readable(sync: LocalCluster) -> None:
     topic = f"persistent://mytenant/eu/power-{uuid.uuid4().hex[:6]}"
     sent = produce(sync, topic, 200)
-    done = run_fault(sync, Fault(0, "power-loss"))
+    done = run_fault(sync, Fault(0, "power-loss")).what
     print(done)
     assert done.startswith("power loss: killed all 9 nodes at once, started 9 again") and "journal fsync on" in done
     assert all(sync.alive(n.name) for n in sync.topo.nodes)

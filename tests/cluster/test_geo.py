@@ -14,8 +14,9 @@ from typer.testing import CliRunner
 from pulsarlab import ops
 from pulsarlab.admin import reconcile, replication
 from pulsarlab.admin.client import AdminClient, encode_topic
-from pulsarlab.chaos.schedule import Fault, FaultSchedule
+from pulsarlab.chaos.actions import Fault
 from pulsarlab.cli import app
+from pulsarlab.history.faults import read_faults
 from pulsarlab.history.manifest import read_manifest
 from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.verify import Expectations, verify
@@ -130,12 +131,13 @@ def test_cluster_eu_lost_and_back_gets_what_was_produced_on_us_meanwhile(geo: Lo
     eu_nodes = tuple(n.name for n in geo.topo.nodes if n.cluster == EU)
     cfg = WorkloadConfig("", producers=1, consumers=1, subscription_type="failover", rate=200, duration=60,
                          drain_seconds=20)
-    schedule = FaultSchedule(geo, [Fault(5, "stop", eu_nodes), Fault(30, "start", eu_nodes)])
+    schedule = ops.fault_schedule(geo.state_dir, [Fault(5, "stop", eu_nodes), Fault(30, "start", eu_nodes)], tmp_path / "run")
     try:
         result = ops.workload_run(geo.state_dir, cfg, tmp_path / "run", US, consume_cluster=EU, replication_timeout=120,
-                                  tick=schedule.on_progress)
-        log = schedule.join()
-        assert not log.errors and len(log.done) == 2, (log.errors, log.done)
+                                  schedule=schedule)
+        faults = read_faults(tmp_path / "run")  # the run's history has both faults
+        assert faults is not None and [(f.action, f.phase, f.ok) for f in faults] == [
+            ("stop", "applied", True), ("start", "healed", True)], faults
         assert result.failed == [], [(d.name, d.reason) for d in result.failed]
         # Measured (CI): when cluster-eu stops, what the us replicator had sent but not yet seen
         # acknowledged is sent again once eu is back, and eu stores it twice (13 of ~11,000 in one
@@ -144,7 +146,7 @@ def test_cluster_eu_lost_and_back_gets_what_was_produced_on_us_meanwhile(geo: Lo
         expect = Expectations.from_mapping({"allow": ["duplicated_delivery", "duplicated_in_storage"]})
         verdict = verify(tmp_path / "run", expect=expect)
         counts = verdict.counts()
-        assert verdict.status == "pass", (verdict.reasons, counts, [r.done for r in log.done])
+        assert verdict.status == "pass", (verdict.reasons, counts, [f.done for f in faults])
         assert counts["lost"] == counts["not_replicated"] == counts["never_delivered"] == counts["unexpected"] == 0
         twice = verdict.check("duplicated_in_storage")
         assert {e["cluster"] for e in twice.examples} <= {EU}, twice.examples  # the first 20, each with its cluster
@@ -154,7 +156,7 @@ def test_cluster_eu_lost_and_back_gets_what_was_produced_on_us_meanwhile(geo: Lo
         # producing on cluster-us never stopped: about the whole run's worth was acknowledged
         assert messages["acknowledged"] > 0.8 * cfg.rate * cfg.duration and messages["delivered"] == messages["acknowledged"]
     finally:
-        schedule.join()
+        schedule.finish()
         for n in eu_nodes:
             if not geo.alive(n):
                 geo.start_node(n)

@@ -5,12 +5,16 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from pathlib import Path
 
 import psutil
 import pulsar
+import pyarrow.compute as pc
 from typer.testing import CliRunner
 
 from pulsarlab.cli import app
+from pulsarlab.history import read_history
+from pulsarlab.history.faults import read_faults
 from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.runtime.roundtrip import client
 
@@ -109,3 +113,26 @@ def test_losing_one_bookie_keeps_producing_and_it_rejoins(smoke: LocalCluster) -
         smoke.topo.cluster("smoke").persistence.ensemble = 2
     status = json.loads(runner.invoke(app, ["status", "--json", "--state-dir", state]).stdout)
     assert all(n["ready"] for n in status["nodes"])
+
+
+def test_workload_faults_are_rows_of_its_history(smoke: LocalCluster, tmp_path: Path) -> None:
+    """``workload run --fault``: the one scheduler kills a bookie and starts it again while the
+    workload produces, counted from its first acknowledged send, and the run's history says what
+    happened, to which node, when."""
+    run = tmp_path / "run"
+    result = runner.invoke(app, ["workload", "run", "--out", str(run), "--duration", "8", "--rate", "200",
+                                 "--fault", "2 kill bk2", "--fault", "4 start bk2", "--state-dir", str(smoke.state_dir)])
+    assert result.exit_code == 0, result.output
+    smoke.state = LocalCluster.open(smoke.state_dir).state  # the pids the command's process recorded
+    assert smoke.alive("bk2")
+    faults = read_faults(run)
+    assert faults is not None and [(f.fault, f.nodes, f.phase, f.outcome) for f in faults] == [
+        ("kill bk2", ("bk2",), "applied", "ok"), ("start bk2", ("bk2",), "healed", "ok")], faults
+    sends = read_history(run).filter(pc.equal(pc.field("op"), "send"))
+    first_ack = pc.min(sends.filter(pc.equal(pc.field("type"), "ok"))["ts"]).as_py()
+    last_send = pc.max(sends["ts"]).as_py()
+    kill, start = faults
+    # 2 s and 4 s after the first acknowledged send, while producing; late by the time the counters take
+    # to show that ack (drivers write their journals every 0.5 s, polled every 0.25 s) and scheduling
+    assert first_ack + 2e9 <= kill.ts < first_ack + 4e9 and first_ack + 4e9 <= start.ts < last_send, (first_ack, faults)
+    assert kill.ended_ts <= start.ts and 1.99 < kill.offset_s < 3 and start.offset_s > 3.99

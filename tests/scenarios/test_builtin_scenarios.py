@@ -12,8 +12,9 @@ import yaml
 from typer.testing import CliRunner
 
 from pulsarlab.cli import app
+from pulsarlab.history.faults import FAULTS_FILE, read_faults
 from pulsarlab.scenarios.model import BUILTIN_DIR
-from pulsarlab.scenarios.verdict import FAULTS_FILE, SCENARIO_FILE
+from pulsarlab.scenarios.verdict import SCENARIO_FILE
 from pulsarlab.verify import VERDICT_FILE
 
 runner = CliRunner()
@@ -66,8 +67,10 @@ def test_sync_bookie_loss_loses_nothing_and_writes_keep_going(no_pooled_cluster,
         assert kill["sent_after"] and kill["recovery_s"] is not None and 0 <= kill["recovery_s"] < 10, p
         assert all(f["recovery_s"] is not None for f in p["faults"] if f["sent_after"]), p
         assert 0 < p["longest_without_ack_s"] < 10, p
-    faults = json.loads((run_dir / FAULTS_FILE).read_text())["faults"]
-    assert [f["fault"] for f in faults] == ["kill bk1-eu", "start bk1-eu"] and faults[0]["wall_ns"] > 0
+    faults = read_faults(run_dir)  # the run's history: what, where, applied or healed, and when
+    assert faults is not None and [(f.fault, f.nodes, f.phase, f.outcome) for f in faults] == [
+        ("kill bk1-eu", ("bk1-eu",), "applied", "ok"), ("start bk1-eu", ("bk1-eu",), "healed", "ok")]
+    assert 0 < faults[0].ts < faults[0].ended_ts <= faults[1].ts and faults[0].offset_s < faults[1].offset_s
 
 
 def test_sync_region_loss_fails_over_to_us_without_loss(no_pooled_cluster, tmp_path: Path) -> None:

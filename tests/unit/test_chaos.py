@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from pulsarlab.chaos import netfilter, targets
+from pulsarlab.chaos.actions import ACTIONS, Fault, check
 from pulsarlab.chaos.netfilter import Rule
-from pulsarlab.chaos.schedule import ACTIONS, Fault, check
 from pulsarlab.cli import app
 from pulsarlab.errors import StateError
 from pulsarlab.identity import state_digest

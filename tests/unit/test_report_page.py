@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pulsarlab.cli import app
+from pulsarlab.history.faults import FAULTS_FILE, FaultJournal, FaultRow
 from pulsarlab.report import load, render
 from pulsarlab.report.aggregate import aggregate
 from tests import report_runs
@@ -85,13 +86,16 @@ def test_faults_and_the_scenario_verdict_are_shown(run: Path) -> None:
     assert html.index("<h2>Latency</h2>") < html.index("<h2>Scenario</h2>")  # the plots first, then the tables
 
 
-def test_faults_json_as_an_object_with_errors(tmp_path: Path) -> None:
+def test_a_fault_that_failed_is_shown_as_an_error(tmp_path: Path) -> None:
     run = report_runs.write_run(tmp_path / "run", faults=False)
-    fault = {"at_s": 3.0, "wall_ns": report_runs.T0 + 4 * report_runs.NS, "fault": "kill bk1", "done": "killed bk1"}
-    (run / "faults.json").write_text(json.dumps({"faults": [fault], "errors": ["partition eu us: needs root"]}))
+    began = report_runs.T0 + 4 * report_runs.NS
+    FaultJournal(run).append(FaultRow(0, "partition", ("eu", "us"), (), "applied", 3.0, began, began, "error",
+                                      error="needs root"))
     loaded = load(run)
-    assert [f.fault for f in loaded.faults] == ["kill bk1"] and loaded.fault_errors == ["partition eu us: needs root"]
-    assert "fault error: partition eu us: needs root" in render(loaded)
+    assert [f.fault for f in loaded.faults] == ["partition eu us"]
+    assert loaded.fault_errors == ["partition eu us at 3.0s: needs root"]
+    html = render(loaded)
+    assert "fault error: partition eu us at 3.0s: needs root" in html and "failed: needs root" in html
 
 
 def test_without_faults_there_is_no_fault_section_and_every_plot_spans_the_run(tmp_path: Path) -> None:
@@ -134,10 +138,10 @@ def test_bad_input_is_one_line_and_a_documented_exit_code(run: Path, tmp_path: P
 
 def test_unreadable_side_files_name_the_file(tmp_path: Path) -> None:
     run = report_runs.write_run(tmp_path / "run", verdict=None, faults=False)
-    (run / "faults.json").write_text('[{"at_s": 1}]')
+    (run / FAULTS_FILE).write_text("not parquet")
     result = runner.invoke(app, ["report", str(run)])
-    assert result.exit_code == 1 and f"unreadable {run / 'faults.json'}: entry 0 has no 'fault' text" in result.stderr
-    (run / "faults.json").unlink()
+    assert result.exit_code == 1 and f"unreadable {run / FAULTS_FILE}" in result.stderr
+    (run / FAULTS_FILE).unlink()
     (run / "verdict.json").write_text("{not json")
     result = runner.invoke(app, ["report", str(run)])
     assert result.exit_code == 1 and f"unreadable {run / 'verdict.json'}" in result.stderr

@@ -10,9 +10,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from pulsarlab.chaos import schedule as chaos
+from pulsarlab.chaos import actions as chaos
 from pulsarlab.cli import app
 from pulsarlab.history import write_table
+from pulsarlab.history.faults import FAULTS_FILE, FaultJournal, FaultRow
 from pulsarlab.scenarios import ScenarioError, builtin_names, load, parse_scenario
 from pulsarlab.scenarios.rto import rto_of_run
 from pulsarlab.scenarios.verdict import ScenarioVerdict, judge
@@ -179,6 +180,24 @@ def sends(producer: str, seconds: list[float], ack_after: dict[float, float], de
     return rows
 
 
+def with_faults(directory: Path, faults: list[tuple[str, float, int]], failed: int | None = None) -> Path:
+    """The run's faults part, as the scheduler writes it: ``(fault, offset, ns when its action returned)``;
+    the one at index ``failed`` an error."""
+    journal = FaultJournal(directory)
+    for i, (text, at, done_ns) in enumerate(faults):
+        action, *args = text.split()
+        ok = i != failed
+        journal.append(FaultRow(i, action, tuple(args), tuple(args), "applied", at, done_ns - S // 10, done_ns,
+                                "ok" if ok else "error", "done" if ok else None, None if ok else "refused"))
+    return directory
+
+
+def test_a_fault_that_failed_is_not_measured(tmp_path: Path) -> None:
+    write_table(tmp_path, "producer-p0", sends("p0", [i * 0.5 for i in range(11)], {}))
+    rto = rto_of_run(with_faults(tmp_path, [("kill bk1-eu", 2.0, T0 + 2 * S), ("kill bk2-eu", 3.0, T0 + 3 * S)], failed=1))
+    assert [f.fault for f in rto.producers[0].faults] == ["kill bk1-eu"]
+
+
 def test_rto_is_fault_to_first_ack_of_a_later_send_and_the_longest_window_without_ack(tmp_path: Path) -> None:
     # p0 sends every 0.5 s for 10 s; a fault at 3.2 s; the send at 3.0 s is acked only at 3.3 s (in
     # flight across the fault: not a recovery), sends from 3.5 s on wait until 7.0 s
@@ -188,7 +207,7 @@ def test_rto_is_fault_to_first_ack_of_a_later_send_and_the_longest_window_withou
     # p1 never recovers: nothing it sent after the fault is acknowledged
     write_table(tmp_path, "producer-p1", sends("p1", [1.0, 2.0, 4.0, 5.0], {4.0: None, 5.0: None}))
     write_table(tmp_path, "consumer-c0", [{"op": "receive", "producer": "p0", "seq": 0, "ts": T0}])
-    rto = rto_of_run(tmp_path, [("kill bk1-eu", 3.2, T0 + int(3.2 * S))])
+    rto = rto_of_run(with_faults(tmp_path, [("kill bk1-eu", 3.2, T0 + int(3.2 * S))]))
     p0, p1 = rto.producers
     assert p0.producer == "p0" and p0.acked == 21
     assert p0.faults[0].recovery_s == pytest.approx(7.0 - 3.2)
@@ -203,17 +222,18 @@ def test_rto_is_fault_to_first_ack_of_a_later_send_and_the_longest_window_withou
 def test_a_fault_after_the_last_send_has_no_recovery_to_measure(tmp_path: Path) -> None:
     # sends until 5 s; a node kill at 2 s, its start done at 9 s: only the kill is measured
     write_table(tmp_path, "producer-p0", sends("p0", [i * 0.5 for i in range(11)], {}))
-    rto = rto_of_run(tmp_path, [("kill bk1-eu", 2.0, T0 + 2 * S), ("start bk1-eu", 7.0, T0 + 9 * S)])
+    rto = rto_of_run(with_faults(tmp_path, [("kill bk1-eu", 2.0, T0 + 2 * S), ("start bk1-eu", 7.0, T0 + 9 * S)]))
     kill, start = rto.producers[0].faults
     assert (kill.sent_after, start.sent_after, start.recovery_s) == (True, False, None)
     assert rto.measured and rto.max_recovery_s == pytest.approx(kill.recovery_s)
-    nothing_after = rto_of_run(tmp_path, [("start bk1-eu", 7.0, T0 + 9 * S)])
+    (tmp_path / FAULTS_FILE).unlink()
+    nothing_after = rto_of_run(with_faults(tmp_path, [("start bk1-eu", 7.0, T0 + 9 * S)]))
     assert not nothing_after.measured and nothing_after.max_recovery_s is None
 
 
 def test_rto_without_faults_still_has_the_longest_window(tmp_path: Path) -> None:
     write_table(tmp_path, "producer-p0", sends("p0", [0.0, 1.0, 2.0, 6.0], {}))
-    rto = rto_of_run(tmp_path, [])
+    rto = rto_of_run(tmp_path)  # no faults part at all
     assert rto.producers[0].faults == [] and rto.max_recovery_s is None
     assert rto.max_outage_s == pytest.approx(4.0)
 
@@ -291,7 +311,7 @@ def test_a_check_allowed_on_one_cluster_fails_on_any_other() -> None:
 def test_rto_bounds_and_waits(tmp_path: Path) -> None:
     times = [i * 0.5 for i in range(21)]
     write_table(tmp_path, "producer-p0", sends("p0", times, {t: 7.0 for t in times if 3.5 <= t < 7.0}))
-    rto = rto_of_run(tmp_path, [("kill bk1-eu", 3.2, T0 + int(3.2 * S))])
+    rto = rto_of_run(with_faults(tmp_path, [("kill bk1-eu", 3.2, T0 + int(3.2 * S))]))
     data = {**BASE, "expect": {"rto_max_s": 5, "outage_max_s": 5, "outage_min_s": 1}}
     assert status_of(data, verdict({}), rto)[0] == "pass"
     status, each = status_of({**BASE, "expect": {"rto_max_s": 2}}, verdict({}), rto)
@@ -352,61 +372,6 @@ def test_scenario_run_refuses_bad_files_and_used_folders(tmp_path: Path) -> None
     assert json.loads(result.stdout)["error"]["exit_code"] == 2
     result = runner.invoke(app, ["scenario", "run", "sync-bookie-loss", "--repeat", "0"])
     assert result.exit_code == 2
-
-
-# ----- the schedule's thread -------------------------------------------------------------------------------
-class _Nodes:
-    """Just enough of a deployment for the schedule: the topology and which nodes run."""
-
-    def __init__(self) -> None:
-        self.topo = load_topology("sync")
-        self.down: set[str] = set()
-
-    def alive(self, name: str) -> bool:
-        return name not in self.down
-
-
-def test_steps_run_in_order_at_their_offsets_and_record_what_happened(monkeypatch: pytest.MonkeyPatch) -> None:
-    import time
-
-    from pulsarlab.scenarios.runner import StepRunner
-
-    cluster = _Nodes()
-    calls: list[tuple[str, float]] = []
-
-    def down(c, args):
-        c.down.update(args)
-        calls.append(("down", time.monotonic()))
-        return f"took down {', '.join(args)}"
-
-    def up(c, args):
-        c.down.difference_update(args)
-        calls.append(("up", time.monotonic()))
-        return f"brought up {', '.join(args)}"
-
-    def boom(c, args):
-        raise RuntimeError("the node refused")
-
-    for name, fn in (("down", down), ("up", up), ("boom", boom)):
-        monkeypatch.setitem(chaos.ACTIONS, name, fn)
-    sc = parse_scenario({**BASE, "schedule": [
-        {"at": 0.2, "fault": "down bk1-eu"}, {"wait": "node_dead bk1-eu", "timeout": 5},
-        {"at": 0.6, "fault": "up bk1-eu"}, {"wait": "node_alive bk1-eu", "timeout": 5},
-        {"at": 0.7, "fault": "boom bk2-eu"}, {"wait": "node_dead bk2-us", "timeout": 0.3}]})
-    steps = StepRunner(cluster, sc.schedule, "persistent://mytenant/eu/t")  # type: ignore[arg-type]
-    t0 = time.monotonic()
-    steps.start()
-    assert steps.join()
-    # never early; late only by scheduling delay (generous: a loaded 2-core machine)
-    assert [c for c, _ in calls] == ["down", "up"]
-    for (_, t), at in zip(calls, (0.2, 0.6), strict=True):
-        assert at - 0.01 <= t - t0 < at + 0.3, (at, t - t0)
-    assert [r.done for r in steps.log.done] == ["took down bk1-eu", "brought up bk1-eu"]
-    assert 0.19 <= steps.log.done[0].at < 0.5 and steps.log.done[0].wall_ns > 0
-    assert steps.log.errors == ["boom bk2-eu at 0.7s: the node refused"]
-    assert [(w.condition, w.held) for w in steps.waits] == [
-        ("node_dead bk1-eu", True), ("node_alive bk1-eu", True), ("node_dead bk2-us", False)]
-    assert steps.waits[2].seconds == pytest.approx(0.3, abs=0.2) and steps.waits[2].seen == "bk2-us alive"
 
 
 def test_the_matrix_summary_gives_each_runs_counts_and_wall_time() -> None:

@@ -1,0 +1,107 @@
+"""The faults of a run: one row per fault action the scheduler ran (applied or healed), in the
+run directory beside the workload's parts, as ``faults.parquet`` (see ``docs/history.md``).
+
+The file is rewritten whole, atomically, after every fault: a run holds a few dozen faults at
+most, and a reader (or a crash) never sees half a file. It is not an event part
+(:func:`~pulsarlab.history.schema.part_files` leaves it out): its rows have a schema of their own.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pulsarlab.history.schema import FAULTS_PART, PART_SUFFIX
+
+FAULTS_FILE: Final = f"{FAULTS_PART}{PART_SUFFIX}"
+FAULT_SCHEMA: Final[pa.Schema] = pa.schema(
+    [
+        pa.field("step", pa.int32(), nullable=False),
+        pa.field("action", pa.string(), nullable=False),
+        pa.field("args", pa.list_(pa.string()), nullable=False),
+        pa.field("nodes", pa.list_(pa.string()), nullable=False),
+        pa.field("phase", pa.string(), nullable=False),
+        pa.field("offset_s", pa.float64(), nullable=False),
+        pa.field("ts", pa.int64(), nullable=False),
+        pa.field("ended_ts", pa.int64(), nullable=False),
+        pa.field("outcome", pa.string(), nullable=False),
+        pa.field("done", pa.string()),
+        pa.field("error", pa.string()),
+    ]
+)
+"""One fault: its place in the schedule, what (action, args, the nodes it acted on), whether it
+damaged or healed, when (seconds from the schedule's start on the monotonic clock; wall clock in
+ns when it began and when it returned), and how it went (``ok`` with what it did, or ``error``)."""
+APPLIED: Final = "applied"  # the action does damage
+HEALED: Final = "healed"  # the action undoes some (start, resume, heal)
+OUTCOMES: Final = frozenset({"ok", "error"})
+PHASES: Final = frozenset({APPLIED, HEALED})
+
+
+@dataclass(frozen=True)
+class FaultRow:
+    step: int
+    action: str
+    args: tuple[str, ...]
+    nodes: tuple[str, ...]
+    phase: str
+    offset_s: float
+    ts: int
+    ended_ts: int
+    outcome: str
+    done: str | None = None
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.outcome not in OUTCOMES or self.phase not in PHASES:
+            raise ValueError(f"fault row: outcome must be one of {sorted(OUTCOMES)} and phase one of {sorted(PHASES)}, "
+                             f"got {self.outcome!r}, {self.phase!r}")
+
+    @property
+    def fault(self) -> str:
+        """The fault as a scenario writes it: ``ACTION ARGS...``."""
+        return " ".join((self.action, *self.args))
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "ok"
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> FaultRow:
+        return cls(**{**row, "args": tuple(row["args"] or ()), "nodes": tuple(row["nodes"] or ())})
+
+
+class FaultJournal:
+    """Appends fault rows to ``<directory>/faults.parquet``; thread-safe."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.path = Path(directory) / FAULTS_FILE
+        if self.path.exists():
+            raise FileExistsError(f"history part already exists: {self.path}")
+        self.rows: list[FaultRow] = []
+        self._lock = threading.Lock()
+
+    def append(self, row: FaultRow) -> None:
+        with self._lock:
+            self.rows.append(row)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            partial = self.path.with_name(f".{FAULTS_FILE}.tmp")
+            table = pa.Table.from_pylist([asdict(r) for r in self.rows], schema=FAULT_SCHEMA)
+            pq.write_table(table, partial, compression="zstd")
+            os.replace(partial, self.path)
+
+
+def read_faults(directory: str | os.PathLike[str]) -> list[FaultRow] | None:
+    """The fault rows of a run directory in schedule order; None when it has no faults file
+    (a run without a schedule)."""
+    path = Path(directory) / FAULTS_FILE
+    if not path.is_file():
+        return None
+    table = pq.read_table(path, schema=FAULT_SCHEMA)
+    return sorted((FaultRow.from_row(r) for r in table.to_pylist()), key=lambda r: (r.step, r.ts))
