@@ -111,9 +111,9 @@ def test_verify_runs_from_the_installed_wheel(installed: Installed, tmp_path: Pa
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-5000:]
     counts = {c["name"]: c["count"] for c in json.loads((lossy / VERDICT_FILE).read_text())["checks"]}
     assert counts["lost"] == 1
-    # the table a person reads from a pipe: names whole, instants as UTC times, nothing on stderr
+    # the table a person reads from a pipe: names whole, instants as UTC times; on stderr only the reason
     assert "longest_gap_without_ack_s.from_ts" in done.stdout and "2027-01-15T08:00:0" in done.stdout
-    assert "lost, first example: " in done.stdout and done.stderr == "", done.stderr
+    assert "lost, first example: " in done.stdout and done.stderr == "failed: forbidden checks counted: lost=1\n", done.stderr
 
 
 def test_down_with_nothing_up_exits_0_from_the_installed_wheel(installed: Installed) -> None:

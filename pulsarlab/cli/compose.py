@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pulsarlab.cli_common import StateDirOpt, TopologyOpt, out, reported
+from pulsarlab.cli.options import StateDirOpt, TopologyOpt, out
 from pulsarlab.errors import UsageError
 from pulsarlab.ops import STATE_ROOT
 from pulsarlab.runtime.docker.standalone import write_compose_files
@@ -15,11 +15,11 @@ from pulsarlab.runtime.external import ExternalCluster
 from pulsarlab.runtime.state import ClusterState
 from pulsarlab.topology import BUILTINS, load
 
-app = typer.Typer(no_args_is_help=True, help="Compose files that bring up a topology, configured, with plain Docker Compose.")
+compose_app = typer.Typer(no_args_is_help=True,
+                          help="Compose files that bring up a topology, configured, with plain Docker Compose.")
 
 
-@app.command("write")
-@reported
+@compose_app.command("write")
 def write_cmd(
     topologies: Annotated[list[str] | None, typer.Argument(metavar="[TOPOLOGY]...",
                                                            help="built-in names or YAML files (default: every built-in)")] = None,
@@ -36,7 +36,6 @@ def write_cmd(
         out.print(str(path), highlight=False)
 
 
-@reported
 def attach_cmd(
     topology: TopologyOpt = "smoke",
     state_dir: StateDirOpt = None,
@@ -59,4 +58,5 @@ def attach_cmd(
 
 
 def register(app: typer.Typer) -> None:
+    app.add_typer(compose_app, name="compose")
     app.command("attach")(attach_cmd)

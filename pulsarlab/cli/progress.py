@@ -10,18 +10,12 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
-from typing import Annotated
 
-import typer
 from rich.console import Console
 from rich.progress import Progress, ProgressColumn, SpinnerColumn, Task, TaskID, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from pulsarlab.progress import NO_PROGRESS, Reporter
-
-QuietOpt = Annotated[
-    bool, typer.Option("--quiet", "-q", help="no progress display (there is none when stderr is not a terminal)")
-]
 
 
 class MarkColumn(SpinnerColumn):

@@ -10,13 +10,14 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from pulsarlab.cli_common import JsonOpt, err, out, print_whole, reported
-from pulsarlab.cli_progress import reporter
+from pulsarlab.cli.handler import exit_with
+from pulsarlab.cli.options import JsonOpt, err, out, print_whole
+from pulsarlab.cli.progress import reporter
 from pulsarlab.errors import PulsarlabError, UsageError
 from pulsarlab.scenarios import model
 from pulsarlab.scenarios.runner import fresh_run_dir, run_scenario
 from pulsarlab.scenarios.verdict import ScenarioVerdict
-from pulsarlab.verify.model import EXIT_CODES, FAIL, INCONCLUSIVE, PASS
+from pulsarlab.verify.model import FAIL, INCONCLUSIVE, PASS
 
 scenario_app = typer.Typer(no_args_is_help=True, help="Fault scenarios on fresh clusters, judged with RPO and RTO.")
 
@@ -26,7 +27,6 @@ def register(app: typer.Typer) -> None:
 
 
 @scenario_app.command("list")
-@reported
 def list_cmd(as_json: JsonOpt = False) -> None:
     """List the built-in scenarios; one that needs a fault action not registered here says which."""
     rows = []
@@ -92,7 +92,6 @@ def summary_table(verdicts: list[ScenarioVerdict], status: str) -> Table:
 
 
 @scenario_app.command("run")
-@reported
 def run_cmd(
     scenarios: Annotated[list[str] | None, typer.Argument(help="built-in name(s) or scenario YAML file(s)")] = None,
     run_all: Annotated[bool, typer.Option("--all", help="every built-in scenario, one after another")] = False,
@@ -144,7 +143,6 @@ def run_cmd(
         if repeat > 1:
             for name, same in agree.items():
                 out.print(f"{name}: the {repeat} runs' verdicts {'agree' if same else '[red]DISAGREE[/]'}")
-        for v in verdicts:
-            for r in v.reasons:
-                err.print(f"[yellow]inconclusive ({v.scenario}):[/] {r}", highlight=False)
-    raise typer.Exit(EXIT_CODES[status])
+    failed = [f"{v.scenario}: {j.name}" for v in verdicts for j in v.expectations if j.status == FAIL]
+    exit_with(status, f"expectations that do not hold: {'; '.join(failed)}",
+              [f"{v.scenario}: {r}" for v in verdicts for r in v.reasons])
