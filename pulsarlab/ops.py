@@ -10,7 +10,7 @@ from pathlib import Path
 import pulsar
 import yaml
 
-from pulsarlab import distribution, urls
+from pulsarlab import distribution, settings, urls
 from pulsarlab import render as rendering
 from pulsarlab.admin import metrics, placement, racks, reconcile, replication
 from pulsarlab.admin.client import admin_of
@@ -22,6 +22,7 @@ from pulsarlab.monitoring import service as monitoring
 from pulsarlab.progress import NO_PROGRESS, Reporter, reporter_of
 from pulsarlab.runtime import RUNTIMES, new_deployment, open_deployment, runtime_class
 from pulsarlab.runtime.base import timeout
+from pulsarlab.runtime.external import ExternalCluster
 from pulsarlab.runtime.roundtrip import client as pulsar_client
 from pulsarlab.runtime.roundtrip import roundtrip
 from pulsarlab.runtime.state import ClusterState
@@ -30,7 +31,6 @@ from pulsarlab.topology import Security, Topology, load, namespace_clusters
 from pulsarlab.workload.manifest import new_run_id
 from pulsarlab.workload.run import Target, Workload, WorkloadConfig, WorkloadResult
 
-STATE_ROOT = Path(".pulsarlab")
 __all__ = ["RUNTIMES", "WorkloadConfig"]
 
 
@@ -43,10 +43,11 @@ def _check_runtime(runtime: str) -> None:
 
 
 def find_state_dir(state_dir: Path | None) -> Path:
-    """The state directory to act on: given, or the only cluster under ``.pulsarlab/``."""
+    """The state directory to act on: given, else ``PULSARLAB_STATE_DIR``, else the only cluster under ``.pulsarlab/``."""
+    state_dir = state_dir or settings.current().state_dir
     if state_dir is not None:
         return state_dir
-    found = sorted(p.parent for p in STATE_ROOT.glob("*/state.json"))
+    found = sorted(p.parent for p in settings.STATE_ROOT.glob("*/state.json"))
     if not found:
         raise StateError("no pulsarlab cluster here (.pulsarlab/ is empty): run 'pulsarlab up' first")
     if len(found) > 1:
@@ -117,7 +118,7 @@ def up(
     the secure profile's defaults for a topology without a ``security:`` section."""
     options = _runtime_options(runtime, image)
     topo = load_topology(topology, secure)
-    state_dir = state_dir or STATE_ROOT / topo.name
+    state_dir = state_dir or settings.current().cluster_dir(topo.name)
     cluster = new_deployment(topo, state_dir, runtime, say, **options)
     if all(cluster.alive(n.name) for n in topo.nodes) and ClusterState.load(state_dir) is not None:
         result = cluster.up()  # reports "already running" without touching anything (or refuses another runtime's)
@@ -142,6 +143,18 @@ def up(
         e2e_check(c)
 
     return cluster.up(check=check, before_brokers=seed_racks, brokers_ready=configure_early), cluster
+
+
+def attach(topology: str, state_dir: Path | None, wait: float | None = None) -> tuple[str, Path, list[str]]:
+    """Attach to a cluster pulsarlab did not start, at the topology's addresses: (topology name,
+    state directory, the nodes that answered)."""
+    topo = load(topology)
+    state_dir = state_dir or settings.current().cluster_dir(topo.name)
+    previous = ClusterState.load(state_dir)
+    if previous is not None and previous.runtime != "external":
+        raise UsageError(f"{state_dir} holds a cluster pulsarlab started ({previous.runtime} runtime): "
+                         "choose another --state-dir")
+    return topo.name, state_dir, ExternalCluster(topo, state_dir).attach(wait)
 
 
 def seed_racks(cluster: Deployment) -> None:
@@ -210,7 +223,8 @@ def status(state_dir: Path | None) -> dict:
 
 def down(state_dir: Path | None, keep_data: bool = False, say: Say = _quiet) -> list[str] | None:
     """The nodes stopped; None when there is no cluster to stop (not an error: ``down`` is idempotent)."""
-    if state_dir is None and not list(STATE_ROOT.glob("*/state.json")):
+    state_dir = state_dir or settings.current().state_dir
+    if state_dir is None and not list(settings.STATE_ROOT.glob("*/state.json")):
         return None
     if state_dir is not None and ClusterState.load(state_dir) is None:
         return None

@@ -7,17 +7,17 @@ appended), so every other shipped default stays as the Pulsar release intends.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from pulsarlab import settings
 from pulsarlab.security.material import SECURITY_DIR, SecurityFiles
 from pulsarlab.topology import Node, Role, Topology
 
-TEMPLATES_DIR = Path(os.environ.get("PULSARLAB_TEMPLATES", Path(__file__).resolve().parent / "templates"))
+TEMPLATES_DIR = settings.current().templates_dir or Path(__file__).resolve().parent / "templates"
 
 CONF_FILE = {Role.ZOOKEEPER: "zookeeper.conf", Role.BOOKIE: "bookkeeper.conf", Role.BROKER: "broker.conf"}
 

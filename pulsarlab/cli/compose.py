@@ -7,12 +7,9 @@ from typing import Annotated
 
 import typer
 
+from pulsarlab import ops
 from pulsarlab.cli.options import StateDirOpt, TopologyOpt, out
-from pulsarlab.errors import UsageError
-from pulsarlab.ops import STATE_ROOT
 from pulsarlab.runtime.docker.standalone import write_compose_files
-from pulsarlab.runtime.external import ExternalCluster
-from pulsarlab.runtime.state import ClusterState
 from pulsarlab.topology import BUILTINS, load
 
 compose_app = typer.Typer(no_args_is_help=True,
@@ -47,14 +44,8 @@ def attach_cmd(
 
     Exit code: 0 attached, 1 a node did not answer (named, with what was awaited), 2 usage error.
     """
-    topo = load(topology)
-    state_dir = state_dir or STATE_ROOT / topo.name
-    previous = ClusterState.load(state_dir)
-    if previous is not None and previous.runtime != "external":
-        raise UsageError(f"{state_dir} holds a cluster pulsarlab started ({previous.runtime} runtime): "
-                         "choose another --state-dir")
-    nodes = ExternalCluster(topo, state_dir).attach(wait)
-    out.print(f"attached to {topo.name} ({len(nodes)} nodes answer) in {state_dir}")
+    name, where, nodes = ops.attach(topology, state_dir, wait)
+    out.print(f"attached to {name} ({len(nodes)} nodes answer) in {where}")
 
 
 def register(app: typer.Typer) -> None:

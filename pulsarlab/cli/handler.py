@@ -17,6 +17,7 @@ import click
 import typer
 from typer.core import TyperGroup
 
+from pulsarlab import settings
 from pulsarlab.cli.options import JSON_KEY, err
 from pulsarlab.errors import CheckFailed, Inconclusive, PulsarlabError, UsageError
 
@@ -68,6 +69,7 @@ class ReportingGroup(TyperGroup):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
+            settings.current().check()  # a bad setting is bad input: said before anything starts
             return super().invoke(ctx)
         except PulsarlabError as exc:
             raise report(exc, str(exc), exc.exit_code, ctx.meta.get(JSON_KEY, False)) from None

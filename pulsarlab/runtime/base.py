@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import abc
 import errno
-import os
 import socket
 import threading
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from pulsarlab import settings
 from pulsarlab.deployment import NodeEndpoint, NodeStatus, Say, UpResult, quiet
 from pulsarlab.distribution import Distribution
 from pulsarlab.distribution import resolve as resolve_distribution
@@ -34,13 +34,12 @@ from pulsarlab.security import ClientAuth
 from pulsarlab.security import material as security_material
 from pulsarlab.topology import Node, Role, Topology, parse
 
-TIMEOUT_SCALE = float(os.environ.get("PULSARLAB_TIMEOUT_SCALE", "1"))
 TIMEOUTS = {"zookeeper": 60.0, "init": 180.0, "bookie": 120.0, "broker": 180.0, "e2e": 90.0, "stop": 30.0, "session": 75.0}
 TIERS = (Role.ZOOKEEPER, Role.BOOKIE, Role.BROKER)
 
 
 def timeout(kind: str) -> float:
-    return TIMEOUTS[kind] * TIMEOUT_SCALE
+    return TIMEOUTS[kind] * settings.current().timeout_scale
 
 
 class NodeRuntime(abc.ABC):

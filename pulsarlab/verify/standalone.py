@@ -25,6 +25,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pulsarlab import settings
+
 HOST = "127.0.0.1"
 DAEMON_HEAP = "256m"
 READY_TIMEOUT = 90.0  # s, scaled by PULSARLAB_TIMEOUT_SCALE
@@ -54,7 +56,7 @@ def free_port() -> int:
 
 
 def _scaled(seconds: float) -> float:
-    return seconds * float(os.environ.get("PULSARLAB_TIMEOUT_SCALE", "1"))
+    return seconds * settings.current().timeout_scale
 
 
 def _tail(path: Path, lines: int = 30) -> str:
@@ -121,7 +123,8 @@ class StandaloneCluster:
 
     def _spawn(self, name: str, main: str, *args: str) -> None:
         home = spark_home()
-        java = str(Path(os.environ["JAVA_HOME"]) / "bin" / "java") if os.environ.get("JAVA_HOME") else shutil.which("java")
+        java_home = settings.current().java_home
+        java = str(java_home / "bin" / "java") if java_home else shutil.which("java")
         if not java:
             raise RuntimeError("no java on PATH or in JAVA_HOME: Spark's master and workers are JVMs")
         assert self.root is not None
