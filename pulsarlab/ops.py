@@ -7,7 +7,6 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-import pulsar
 import yaml
 
 from pulsarlab import distribution, settings, urls
@@ -23,11 +22,10 @@ from pulsarlab.progress import NO_PROGRESS, Reporter, reporter_of
 from pulsarlab.runtime import RUNTIMES, new_deployment, open_deployment, runtime_class
 from pulsarlab.runtime.base import timeout
 from pulsarlab.runtime.external import ExternalCluster
-from pulsarlab.runtime.roundtrip import client as pulsar_client
 from pulsarlab.runtime.roundtrip import roundtrip
 from pulsarlab.runtime.state import ClusterState
-from pulsarlab.security import ClientAuth
 from pulsarlab.topology import Security, Topology, load, namespace_clusters
+from pulsarlab.workload.audit import audit_subscription
 from pulsarlab.workload.manifest import new_run_id
 from pulsarlab.workload.run import Target, Workload, WorkloadConfig, WorkloadResult
 
@@ -238,13 +236,6 @@ def env(state_dir: Path | None, cluster_name: str | None = None) -> urls.Cluster
     return urls.cluster_env(open_cluster(state_dir), cluster_name)
 
 
-def node_action(state_dir: Path | None, name: str, action: str, say: Say = _quiet) -> str:
-    """``pulsarlab node ACTION TARGET``: a node name or a target resolved now (``owner:TOPIC``...)."""
-    if action not in ("stop", "kill", "start", "pause", "resume"):
-        raise StateError(f"unknown node action {action!r}")
-    return chaos_action(state_dir, action, [name], say)
-
-
 def chaos_action(state_dir: Path | None, action: str, args: list[str], say: Say = _quiet) -> str:
     """Run one fault action now on the cluster; returns what it did. Bad arguments (an unknown
     node, region or topic) are one :class:`StateError` naming the problem, before anything runs."""
@@ -340,28 +331,6 @@ def workload_run(
         return Workload(cfg, target, out, cluster.distribution(), run_id).run(
             tick, after_send=caught_up if target.replication or before_read else None, progress=progress
         )
-
-
-@contextlib.contextmanager
-def audit_subscription(service_url: str, topic: str, name: str = "pulsarlab-audit", auth: ClientAuth | None = None):
-    """Hold a durable subscription at the earliest position for the whole run, so that ledgers
-    every other subscription has acknowledged are not trimmed before the storage view is read
-    (without it, default retention deletes them and the read-back would call them lost)."""
-    c = pulsar_client(service_url, auth=auth)
-    try:
-        c.subscribe(topic, name, initial_position=pulsar.InitialPosition.Earliest).close()
-    finally:
-        c.close()
-    try:
-        yield
-    finally:
-        c = pulsar_client(service_url, auth=auth)
-        try:
-            c.subscribe(topic, name).unsubscribe()
-        except Exception:  # noqa: BLE001 - best effort: a leftover subscription only keeps data longer
-            pass
-        finally:
-            c.close()
 
 
 def verify_history(

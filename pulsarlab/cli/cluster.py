@@ -163,7 +163,7 @@ def _node_cmd(action: str):
     def cmd(name: Annotated[str, typer.Argument(help="node name (bk1), owner:TOPIC, ensemble:TOPIC or region:R")],
             state_dir: StateDirOpt = None, quiet: QuietOpt = False) -> None:
         with reporter(err, quiet) as progress:
-            done = ops.node_action(state_dir, name, action, say=progress)
+            done = ops.chaos_action(state_dir, action, [name], say=progress)
         out.print(done, highlight=False)
 
     cmd.__doc__ = NODE_ACTIONS[action]

@@ -13,11 +13,9 @@ from rich.table import Table
 from pulsarlab.cli.handler import exit_with
 from pulsarlab.cli.options import JsonOpt, err, out, print_whole
 from pulsarlab.cli.progress import reporter
-from pulsarlab.errors import PulsarlabError, UsageError
-from pulsarlab.scenarios import model
-from pulsarlab.scenarios.runner import fresh_run_dir, run_scenario
+from pulsarlab.errors import UsageError
+from pulsarlab.scenarios import batch, model
 from pulsarlab.scenarios.verdict import ScenarioVerdict
-from pulsarlab.verify.model import FAIL, INCONCLUSIVE, PASS
 
 scenario_app = typer.Typer(no_args_is_help=True, help="Fault scenarios on fresh clusters, judged with RPO and RTO.")
 
@@ -46,34 +44,6 @@ def list_cmd(as_json: JsonOpt = False) -> None:
         desc = r["description"] if r["runnable"] else f"[yellow]not runnable here:[/] {r['problem']}"
         table.add_row(r["name"] + (" (control)" if r["control"] else ""), r["topology"] or "-", desc)
     out.print(table)
-
-
-def _runs(refs: list[str], repeat: int, out_dir: Path) -> list[tuple[model.Scenario, Path]]:
-    """Every run asked for, validated before the first cluster starts."""
-    scenarios = [model.load(r) for r in refs]
-    names = [s.name for s in scenarios]
-    if len(set(names)) != len(names):
-        raise UsageError(f"scenario named twice: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
-    plan = []
-    for sc in scenarios:
-        for i in range(1, repeat + 1):
-            run_dir = out_dir / (sc.name if repeat == 1 else f"{sc.name}-{i}")
-            fresh_run_dir(run_dir)  # a used folder is refused before any cluster starts
-            plan.append((sc, run_dir))
-    return plan
-
-
-def overall(verdicts: list[ScenarioVerdict]) -> str:
-    states = {v.status for v in verdicts}
-    return FAIL if FAIL in states else (INCONCLUSIVE if INCONCLUSIVE in states or not verdicts else PASS)
-
-
-def agreement(verdicts: list[ScenarioVerdict]) -> dict[str, bool]:
-    """Per scenario run more than once: whether its runs' verdicts agree (status and each expectation)."""
-    by_name: dict[str, set] = {}
-    for v in verdicts:
-        by_name.setdefault(v.scenario, set()).add(v.agreement_key())
-    return {name: len(keys) == 1 for name, keys in by_name.items()}
 
 
 def summary_table(verdicts: list[ScenarioVerdict], status: str) -> Table:
@@ -113,24 +83,16 @@ def run_cmd(
     refs = list(scenarios or [])
     if run_all == bool(refs):
         raise UsageError("name the scenario(s) to run, or pass --all (not both)")
-    refs = refs or model.builtin_names()
     out_dir = out_dir or Path(tempfile.mkdtemp(prefix="pulsarlab-scenarios-"))
-    plan = _runs(refs, repeat, out_dir)
-    verdicts = []
-    for sc, run_dir in plan:
-        try:
-            with reporter(err, quiet=as_json) as progress:  # closed before the verdict's table is printed
-                verdict = run_scenario(sc, run_dir, runtime, say=progress)
-        except PulsarlabError as exc:
-            if len(plan) == 1:
-                raise
-            # one run that could not be done does not cancel the others; it is reported, never a pass
-            verdict = ScenarioVerdict(sc.name, str(run_dir), sc.control, reasons=[f"the run failed: {str(exc).splitlines()[0]}"])
-        verdicts.append(verdict)
+    plan = batch.plan_runs(refs or model.builtin_names(), repeat, out_dir)
+
+    def shown(verdict: ScenarioVerdict, run_dir: Path) -> None:
         if not as_json:
             out.print(verdict.render_table())
             out.print(f"run folder: {run_dir}", highlight=False)
-    status, agree = overall(verdicts), agreement(verdicts)
+
+    verdicts = batch.run_plan(plan, runtime, lambda: reporter(err, quiet=as_json), shown)
+    status, agree = batch.overall(verdicts), batch.agreement(verdicts)
     if as_json:
         if len(verdicts) == 1:
             print(json.dumps(verdicts[0].to_json(), indent=2))
@@ -143,6 +105,5 @@ def run_cmd(
         if repeat > 1:
             for name, same in agree.items():
                 out.print(f"{name}: the {repeat} runs' verdicts {'agree' if same else '[red]DISAGREE[/]'}")
-    failed = [f"{v.scenario}: {j.name}" for v in verdicts for j in v.expectations if j.status == FAIL]
-    exit_with(status, f"expectations that do not hold: {'; '.join(failed)}",
-              [f"{v.scenario}: {r}" for v in verdicts for r in v.reasons])
+    exit_with(status, f"expectations that do not hold: {'; '.join(batch.failed_expectations(verdicts))}",
+              list(batch.reasons(verdicts)))
