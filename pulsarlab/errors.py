@@ -18,18 +18,22 @@ class PulsarlabError(Exception):
     result_shown = False
 
 
-class CheckFailed(PulsarlabError):
-    """What a command checks does not hold: a verdict's check failed, a node is not ready, a
-    placement flag is raised, a required tool is missing."""
-
-    exit_code = 1
+class Outcome(PulsarlabError):
+    """A command did its work and its answer is not "holds"; usually raised once its result is printed."""
 
     def __init__(self, reason: str, *, result_shown: bool = False) -> None:
         super().__init__(reason)
         self.result_shown = result_shown
 
 
-class Inconclusive(CheckFailed):
+class CheckFailed(Outcome):
+    """What a command checks does not hold: a verdict's check failed, a node is not ready, a
+    placement flag is raised, a required tool is missing."""
+
+    exit_code = 1
+
+
+class Inconclusive(Outcome):
     """The evidence is missing or contradicts itself: neither pass nor fail can be said."""
 
     exit_code = 3

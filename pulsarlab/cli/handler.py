@@ -13,7 +13,6 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -67,7 +66,7 @@ def _command_line_exit(exc: BaseException) -> bool:
 class ReportingGroup(TyperGroup):
     """The root group: every subcommand runs inside its ``invoke``, so this is the one handler."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: typer.Context) -> Any:
         try:
             settings.current().check()  # a bad setting is bad input: said before anything starts
             return super().invoke(ctx)

@@ -73,9 +73,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     # Build from a copy: an in-tree build would leave build/ behind, whose stale files end up in later wheels.
     src = root / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy2(REPO / name, src / name)
-    shutil.copytree(REPO / "pulsarlab", src / "pulsarlab", ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in ("pulsarlab", "templates"):
+        shutil.copytree(REPO / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__"))
     _step("wheel", [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(root / "dist"), str(src)])
     (wheel,) = (root / "dist").glob("pulsarlab-*.whl")
     venv = root / "venv"

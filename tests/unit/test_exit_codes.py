@@ -27,7 +27,7 @@ runner = CliRunner()
 
 # the documented code of every error class pulsarlab reports (a new class must be added here)
 DOCUMENTED = {
-    "PulsarlabError": 1, "CheckFailed": 1, "WorkloadFailed": 1, "StateError": 1, "DistributionError": 1,
+    "PulsarlabError": 1, "Outcome": 1, "CheckFailed": 1, "WorkloadFailed": 1, "StateError": 1, "DistributionError": 1,
     "PortInUseError": 1, "NodeStartError": 1, "ProcessFailedError": 1, "DockerClientMissingError": 1,
     "DockerEngineError": 1, "ComposePluginMissingError": 1, "ImageMissingError": 1, "ImageBuildError": 1,
     "AdminError": 1, "MetricsError": 1, "DriftError": 1, "MonitoringError": 1, "ReportInputError": 1,
