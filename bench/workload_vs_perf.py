@@ -57,7 +57,8 @@ from bench._topo import describe, jvm_setting, topology_at
 from pulsarlab import ops
 from pulsarlab.deployment import Endpoints
 from pulsarlab.history import SCHEMA, part_files
-from pulsarlab.runtime.roundtrip import client as pulsar_client
+from pulsarlab.security import client as pulsar_client
+from pulsarlab.workload.audit import audit_subscription
 from pulsarlab.workload.run import WorkloadConfig
 
 MAX_PENDING = 1000
@@ -142,7 +143,7 @@ def run_perf(cluster: Endpoints, topic: str, s: Settings) -> Sample:
     env = dict(os.environ, PULSAR_EXTRA_OPTS=PERF_JVM)
     if dist.java.home:
         env["JAVA_HOME"] = str(dist.java.home)
-    with ops.audit_subscription(target.service_url, topic):
+    with audit_subscription(target.service_url, topic):
         proc = subprocess.run([*cmd, topic], capture_output=True, text=True, env=env, timeout=s.seconds + 180)
         text = proc.stdout + proc.stderr
         sent = re.search(r"Aggregated throughput stats --- ([\d,]+) records sent --- ([\d.,]+) msg/s", text)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import os
 import re
 import shutil
 import subprocess
@@ -21,21 +20,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from pulsarlab import settings
 from pulsarlab.errors import DistributionError
 from pulsarlab.progress import NO_PROGRESS, Reporter, human_bytes
 
 # The newest 4.0 LTS patch release that Maven Central serves to this project's machines.
-DEFAULT_VERSION = os.environ.get("PULSARLAB_PULSAR_VERSION", "4.0.8")
+DEFAULT_VERSION = settings.current().pulsar_version
 GROUP, ARTIFACT = "org.apache.pulsar", "pulsar-server-distribution"
 MIN_JAVA = 17
 VERIFIED_MARK = ".pulsarlab-verified"
 
 
 def cache_root() -> Path:
-    base = os.environ.get("PULSARLAB_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache")), "pulsarlab"
-    )
-    return Path(base)
+    return settings.current().cache_dir
 
 
 @dataclass(frozen=True)
@@ -68,8 +65,8 @@ class Distribution:
 
 def find_java() -> Java:
     """The JDK to run Pulsar with: ``JAVA_HOME`` or ``java`` on PATH, version 17 or newer."""
-    home = os.environ.get("JAVA_HOME")
-    exe = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    home = settings.current().java_home
+    exe = str(home / "bin" / "java") if home else shutil.which("java")
     if not exe or not Path(exe).exists():
         raise DistributionError(
             "no JDK found: Pulsar needs Java 17 or newer; install one (e.g. apt-get install openjdk-17-jdk-headless) "
@@ -119,7 +116,7 @@ def file_lock(path: Path):
 
 
 def maven_repo() -> Path:
-    return Path(os.environ.get("PULSARLAB_MAVEN_REPO", Path.home() / ".m2" / "repository"))
+    return settings.current().maven_repo
 
 
 def maven_tarball(version: str) -> Path:

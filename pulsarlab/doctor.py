@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 from dataclasses import asdict, dataclass
@@ -10,7 +9,7 @@ from pathlib import Path
 
 import psutil
 
-from pulsarlab import distribution
+from pulsarlab import distribution, settings
 from pulsarlab.errors import PulsarlabError
 from pulsarlab.topology import Topology, load
 
@@ -38,8 +37,8 @@ def check_java() -> Check:
 
 
 def check_javac() -> Check:
-    home = os.environ.get("JAVA_HOME")
-    javac = str(Path(home) / "bin" / "javac") if home else shutil.which("javac")
+    home = settings.current().java_home
+    javac = str(home / "bin" / "javac") if home else shutil.which("javac")
     if javac and Path(javac).exists():
         return Check("javac", True, javac)
     return Check("javac", False, "no javac (a JRE only?): the workload driver is compiled on first use", JDK_FIX)

@@ -1,4 +1,10 @@
-"""Typed errors. Each carries what a user needs to act on it; the CLI prints ``str(err)`` and exits 1."""
+"""Typed errors. Each carries what a user needs to act on it, and the exit code it means.
+
+One table for every command (docs: DESIGN, ``pulsarlab --help``): 0 holds / pass, 1 a check
+failed, the cluster is unhealthy, or the work could not be done, 2 usage or bad input (before
+anything starts), 3 inconclusive (evidence missing or contradicting itself). The CLI's one handler
+(:mod:`pulsarlab.cli.handler`) prints ``str(err)`` on stderr and exits with ``err.exit_code``.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +13,41 @@ class PulsarlabError(Exception):
     """Base class of every error pulsarlab reports to a user."""
 
     exit_code = 1
+    #: the command printed its result (its --json document included) before failing: the handler
+    #: then adds only the reason on stderr, never a second document on stdout
+    result_shown = False
+
+
+class Outcome(PulsarlabError):
+    """A command did its work and its answer is not "holds"; usually raised once its result is printed."""
+
+    def __init__(self, reason: str, *, result_shown: bool = False) -> None:
+        super().__init__(reason)
+        self.result_shown = result_shown
+
+
+class CheckFailed(Outcome):
+    """What a command checks does not hold: a verdict's check failed, a node is not ready, a
+    placement flag is raised, a required tool is missing."""
+
+    exit_code = 1
+
+
+class Inconclusive(Outcome):
+    """The evidence is missing or contradicts itself: neither pass nor fail can be said."""
+
+    exit_code = 3
+
+
+class WorkloadFailed(PulsarlabError):
+    """A workload run did not record a complete history (nothing sent, a driver failed)."""
 
 
 class TopologyError(PulsarlabError):
-    """A topology spec breaks a rule. ``field`` is a dotted path into the spec."""
+    """A topology spec breaks a rule. ``field`` is a dotted path into the spec. Bad input, found
+    before anything starts."""
+
+    exit_code = 2
 
     def __init__(self, field: str, rule: str) -> None:
         self.field = field

@@ -7,10 +7,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-import pulsar
 import yaml
 
-from pulsarlab import distribution, urls
+from pulsarlab import distribution, settings, urls
 from pulsarlab import render as rendering
 from pulsarlab.admin import metrics, placement, racks, reconcile, replication
 from pulsarlab.admin.client import admin_of
@@ -23,10 +22,9 @@ from pulsarlab.history.manifest import new_run_id
 from pulsarlab.monitoring import service as monitoring
 from pulsarlab.progress import NO_PROGRESS, Reporter, reporter_of
 from pulsarlab.runtime import RUNTIMES, new_deployment, open_deployment, runtime_class
-from pulsarlab.runtime.roundtrip import client as pulsar_client
+from pulsarlab.runtime.external import ExternalCluster
 from pulsarlab.runtime.roundtrip import roundtrip
 from pulsarlab.runtime.state import ClusterState
-from pulsarlab.security import ClientAuth
 from pulsarlab.timeouts import timeout
 from pulsarlab.topology import (
     Security,
@@ -38,9 +36,9 @@ from pulsarlab.topology import (
     topic_clusters,
     topic_namespace,
 )
+from pulsarlab.workload.audit import audit_subscription
 from pulsarlab.workload.run import Target, Workload, WorkloadConfig, WorkloadResult
 
-STATE_ROOT = Path(".pulsarlab")
 __all__ = ["RUNTIMES", "WorkloadConfig"]
 
 
@@ -53,10 +51,11 @@ def _check_runtime(runtime: str) -> None:
 
 
 def find_state_dir(state_dir: Path | None) -> Path:
-    """The state directory to act on: given, or the only cluster under ``.pulsarlab/``."""
+    """The state directory to act on: given, else ``PULSARLAB_STATE_DIR``, else the only cluster under ``.pulsarlab/``."""
+    state_dir = state_dir or settings.current().state_dir
     if state_dir is not None:
         return state_dir
-    found = sorted(p.parent for p in STATE_ROOT.glob("*/state.json"))
+    found = sorted(p.parent for p in settings.STATE_ROOT.glob("*/state.json"))
     if not found:
         raise StateError("no pulsarlab cluster here (.pulsarlab/ is empty): run 'pulsarlab up' first")
     if len(found) > 1:
@@ -128,7 +127,7 @@ def up(
     the secure profile's defaults for a topology without a ``security:`` section."""
     options = _runtime_options(runtime, image)
     topo = load_topology(topology, secure)
-    state_dir = state_dir or STATE_ROOT / topo.name
+    state_dir = state_dir or settings.current().cluster_dir(topo.name)
     cluster = node_control(new_deployment(topo, state_dir, runtime, say, **options), f"up on the {runtime} runtime")
     if all(cluster.alive(n.name) for n in topo.nodes) and ClusterState.load(state_dir) is not None:
         result = cluster.up()  # reports "already running" without touching anything (or refuses another runtime's)
@@ -153,6 +152,18 @@ def up(
         e2e_check(c)
 
     return cluster.up(check=check, before_brokers=seed_racks, brokers_ready=configure_early), cluster
+
+
+def attach(topology: str, state_dir: Path | None, wait: float | None = None) -> tuple[str, Path, list[str]]:
+    """Attach to a cluster pulsarlab did not start, at the topology's addresses: (topology name,
+    state directory, the nodes that answered)."""
+    topo = load(topology)
+    state_dir = state_dir or settings.current().cluster_dir(topo.name)
+    previous = ClusterState.load(state_dir)
+    if previous is not None and previous.runtime != "external":
+        raise UsageError(f"{state_dir} holds a cluster pulsarlab started ({previous.runtime} runtime): "
+                         "choose another --state-dir")
+    return topo.name, state_dir, ExternalCluster(topo, state_dir).attach(wait)
 
 
 def seed_racks(cluster: Endpoints) -> None:
@@ -236,7 +247,8 @@ def status(state_dir: Path | None) -> dict:
 
 def down(state_dir: Path | None, keep_data: bool = False, say: Say = _quiet) -> list[str] | None:
     """The nodes stopped; None when there is no cluster to stop (not an error: ``down`` is idempotent)."""
-    if state_dir is None and not list(STATE_ROOT.glob("*/state.json")):
+    state_dir = state_dir or settings.current().state_dir
+    if state_dir is None and not list(settings.STATE_ROOT.glob("*/state.json")):
         return None
     if state_dir is not None and ClusterState.load(state_dir) is None:
         return None
@@ -248,13 +260,6 @@ def down(state_dir: Path | None, keep_data: bool = False, say: Say = _quiet) -> 
 def env(state_dir: Path | None, cluster_name: str | None = None) -> urls.ClusterEnv:
     """Environment variables naming the running cluster's URLs (writes ``client.conf`` beside its state)."""
     return urls.cluster_env(open_cluster(state_dir), cluster_name)
-
-
-def node_action(state_dir: Path | None, name: str, action: str, say: Say = _quiet) -> str:
-    """``pulsarlab node ACTION TARGET``: a node name or a target resolved now (``owner:TOPIC``...)."""
-    if action not in ("stop", "kill", "start", "pause", "resume"):
-        raise StateError(f"unknown node action {action!r}")
-    return chaos_action(state_dir, action, [name], say)
 
 
 def chaos_action(state_dir: Path | None, action: str, args: list[str], say: Say = _quiet) -> str:
@@ -376,28 +381,6 @@ def _scheduled(schedule: Scheduler, tick, before_read: Callable[[], object] | No
             before_read()
 
     return ticked, faults_done
-
-
-@contextlib.contextmanager
-def audit_subscription(service_url: str, topic: str, name: str = "pulsarlab-audit", auth: ClientAuth | None = None):
-    """Hold a durable subscription at the earliest position for the whole run, so that ledgers
-    every other subscription has acknowledged are not trimmed before the storage view is read
-    (without it, default retention deletes them and the read-back would call them lost)."""
-    c = pulsar_client(service_url, auth=auth)
-    try:
-        c.subscribe(topic, name, initial_position=pulsar.InitialPosition.Earliest).close()
-    finally:
-        c.close()
-    try:
-        yield
-    finally:
-        c = pulsar_client(service_url, auth=auth)
-        try:
-            c.subscribe(topic, name).unsubscribe()
-        except Exception:  # best effort: a leftover subscription only keeps data longer
-            pass
-        finally:
-            c.close()
 
 
 def verify_history(

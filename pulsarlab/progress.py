@@ -4,7 +4,7 @@
 :class:`Reporter`: a step begins (``begin``), its status or byte count moves (``update``), it ends
 (``end``); a one-line note (``note``) is news that is no step. The base class reports nothing, so
 library callers and tests pay nothing; the CLI hands in a rich display on a terminal
-(:mod:`pulsarlab.cli_progress`). A ``Reporter`` is also a ``Say`` (called with a message it
+(:mod:`pulsarlab.cli.progress`). A ``Reporter`` is also a ``Say`` (called with a message it
 notes it), so code that only says things keeps working; :func:`reporter_of` turns a plain ``Say``
 (``print``, a logger) into a reporter that says each step's end as one line.
 """

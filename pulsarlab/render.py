@@ -1,4 +1,4 @@
-"""Render every configuration artifact of a topology from the Jinja templates in ``pulsarlab/templates/``.
+"""Render every configuration artifact of a topology from the Jinja templates in ``templates/``.
 
 The templates hold only what the topology decides. When the distribution's own ``conf/`` is given,
 each rendered file is the shipped file with those keys replaced in place (and the missing ones
@@ -7,17 +7,26 @@ appended), so every other shipped default stays as the Pulsar release intends.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from pulsarlab import settings
 from pulsarlab.security.material import SECURITY_DIR, SecurityFiles
 from pulsarlab.topology import Node, Role, Topology
 
-TEMPLATES_DIR = Path(os.environ.get("PULSARLAB_TEMPLATES", Path(__file__).resolve().parent / "templates"))
+
+def _templates_dir() -> Path:
+    """``PULSARLAB_TEMPLATES`` if set; else the templates an installed wheel carries (as
+    ``pulsarlab/templates/``), else the checkout's top-level ``templates/`` (an editable install)."""
+    here = Path(__file__).resolve().parent
+    return settings.current().templates_dir or next(
+        (d for d in (here / "templates", here.parent / "templates") if (d / "broker.conf.j2").is_file()), here / "templates")
+
+
+TEMPLATES_DIR = _templates_dir()
 
 CONF_FILE = {Role.ZOOKEEPER: "zookeeper.conf", Role.BOOKIE: "bookkeeper.conf", Role.BROKER: "broker.conf"}
 
@@ -57,7 +66,7 @@ def node_dirs(base: Path, node: Node) -> NodeDirs:
 
 
 def template_env() -> Environment:
-    """The Jinja environment of ``pulsarlab/templates`` (strict: an undefined name is an error)."""
+    """The Jinja environment of ``templates/`` (strict: an undefined name is an error)."""
     return Environment(
         loader=FileSystemLoader(str(TEMPLATES_DIR)),
         undefined=StrictUndefined,

@@ -7,11 +7,8 @@ it later is obeyed.
 
 from __future__ import annotations
 
-import os
+from pulsarlab import settings
 
-from pulsarlab.errors import UsageError
-
-SCALE_VARIABLE = "PULSARLAB_TIMEOUT_SCALE"
 SECONDS: dict[str, float] = {
     "zookeeper": 60.0,  # serving, from start
     "init": 180.0,  # a cluster's metadata initialisation
@@ -25,14 +22,8 @@ SECONDS: dict[str, float] = {
 
 
 def scale() -> float:
-    text = os.environ.get(SCALE_VARIABLE, "").strip() or "1"
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0 or value == float("inf"):
-        raise UsageError(f"{SCALE_VARIABLE}={text!r}: a positive number (e.g. 2 doubles every wait)")
-    return value
+    """The factor every wait is multiplied by, as the environment gives it now (see :mod:`pulsarlab.settings`)."""
+    return settings.current().timeout_scale
 
 
 def timeout(kind: str) -> float:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -21,6 +20,7 @@ from pathlib import Path
 import psutil
 import requests
 
+from pulsarlab import settings
 from pulsarlab.errors import PulsarlabError, UsageError
 from pulsarlab.monitoring.targets import scrape_targets
 from pulsarlab.render import template_env
@@ -81,7 +81,7 @@ def render_config(topo: Topology, interval: int = SCRAPE_INTERVAL_S, ca_file: Pa
 
 
 def find_binary() -> str:
-    path = os.environ.get("PULSARLAB_PROMETHEUS") or shutil.which("prometheus")
+    path = settings.current().prometheus or shutil.which("prometheus")
     if not path:
         raise MonitoringError(f"Prometheus is not installed: {INSTALL_HINT}")
     return path

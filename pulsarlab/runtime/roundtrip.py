@@ -8,19 +8,7 @@ import uuid
 import pulsar
 
 from pulsarlab.errors import NodeStartError
-from pulsarlab.security import ClientAuth
-
-
-def client(service_url: str, operation_timeout: int = 30, auth: ClientAuth | None = None) -> pulsar.Client:
-    """A pulsar-client that logs only errors (the C++ client is chatty at info); with ``auth``, it
-    sends that token and trusts that CA (hostnames verified)."""
-    return pulsar.Client(
-        service_url,
-        operation_timeout_seconds=operation_timeout,
-        connection_timeout_ms=5000,
-        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
-        **(auth.pulsar_client_kwargs() if auth else {}),
-    )
+from pulsarlab.security import ClientAuth, client
 
 
 def roundtrip(

@@ -5,6 +5,6 @@ the state directory; :class:`ClientAuth` is what a client (admin REST, the Pytho
 clients, ``client.conf``) needs to talk to a secure cluster: a token file and the CA to trust.
 """
 
-from pulsarlab.security.client import ClientAuth
+from pulsarlab.security.client import ClientAuth, client
 
-__all__ = ["ClientAuth"]
+__all__ = ["ClientAuth", "client"]

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pulsar
+
 TOKEN_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
 
 
@@ -64,3 +66,15 @@ class ClientAuth:
 
 
 OPEN = ClientAuth()
+
+
+def client(service_url: str, operation_timeout: int = 30, auth: ClientAuth | None = None) -> pulsar.Client:
+    """A pulsar-client that logs only errors (the C++ client is chatty at info); with ``auth``, it
+    sends that token and trusts that CA (hostnames verified)."""
+    return pulsar.Client(
+        service_url,
+        operation_timeout_seconds=operation_timeout,
+        connection_timeout_ms=5000,
+        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
+        **(auth.pulsar_client_kwargs() if auth else {}),
+    )

@@ -10,6 +10,7 @@ from typing import Any, Final
 
 from rich.table import Table
 
+from pulsarlab.errors import CheckFailed, Inconclusive
 from pulsarlab.verify.display import table
 
 MAX_EXAMPLES: Final = 20
@@ -42,7 +43,7 @@ ABSENCE: Final[frozenset[str]] = frozenset({"lost", "not_replicated", "never_del
 """Checks that find what was *not* seen: guesses when evidence is missing."""
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
-EXIT_CODES: Final[dict[str, int]] = {PASS: 0, FAIL: 1, INCONCLUSIVE: 3}
+EXIT_CODES: Final[dict[str, int]] = {PASS: 0, FAIL: CheckFailed.exit_code, INCONCLUSIVE: Inconclusive.exit_code}
 """``pulsarlab verify`` exit codes per status (2 is a usage error)."""
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pulsarlab import timeouts
+from pulsarlab import settings, timeouts
 
 HOST = "127.0.0.1"
 DAEMON_HEAP = "256m"
@@ -120,7 +120,8 @@ class StandaloneCluster:
 
     def _spawn(self, name: str, main: str, *args: str) -> None:
         home = spark_home()
-        java = str(Path(os.environ["JAVA_HOME"]) / "bin" / "java") if os.environ.get("JAVA_HOME") else shutil.which("java")
+        java_home = settings.current().java_home
+        java = str(java_home / "bin" / "java") if java_home else shutil.which("java")
         if not java:
             raise RuntimeError("no java on PATH or in JAVA_HOME: Spark's master and workers are JVMs")
         assert self.root is not None

@@ -26,7 +26,7 @@ from pulsarlab.errors import StateError
 from pulsarlab.identity import state_digest
 from pulsarlab.runtime import cgroup
 from pulsarlab.runtime.local import LocalCluster
-from pulsarlab.runtime.roundtrip import client
+from pulsarlab.security import client
 from pulsarlab.topology import Role, load
 from tests.eventually import eventually
 

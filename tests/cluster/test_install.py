@@ -73,9 +73,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     # Build from a copy: an in-tree build would leave build/ behind, whose stale files end up in later wheels.
     src = root / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy2(REPO / name, src / name)
-    shutil.copytree(REPO / "pulsarlab", src / "pulsarlab", ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in ("pulsarlab", "templates"):
+        shutil.copytree(REPO / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__"))
     _step("wheel", [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(root / "dist"), str(src)])
     (wheel,) = (root / "dist").glob("pulsarlab-*.whl")
     venv = root / "venv"
@@ -111,9 +112,9 @@ def test_verify_runs_from_the_installed_wheel(installed: Installed, tmp_path: Pa
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-5000:]
     counts = {c["name"]: c["count"] for c in json.loads((lossy / VERDICT_FILE).read_text())["checks"]}
     assert counts["lost"] == 1
-    # the table a person reads from a pipe: names whole, instants as UTC times, nothing on stderr
+    # the table a person reads from a pipe: names whole, instants as UTC times; on stderr only the reason
     assert "longest_gap_without_ack_s.from_ts" in done.stdout and "2027-01-15T08:00:0" in done.stdout
-    assert "lost, first example: " in done.stdout and done.stderr == "", done.stderr
+    assert "lost, first example: " in done.stdout and done.stderr == "failed: forbidden checks counted: lost=1\n", done.stderr
 
 
 def test_down_with_nothing_up_exits_0_from_the_installed_wheel(installed: Installed) -> None:

@@ -22,9 +22,8 @@ from pulsarlab.admin import credentials
 from pulsarlab.admin.client import admin_of
 from pulsarlab.cli import app
 from pulsarlab.runtime.local import LocalCluster
-from pulsarlab.runtime.roundtrip import client
 from pulsarlab.runtime.state import ClusterState
-from pulsarlab.security import ClientAuth
+from pulsarlab.security import ClientAuth, client
 from pulsarlab.topology import Role
 from pulsarlab.workload.run import WorkloadConfig
 from tests.eventually import eventually

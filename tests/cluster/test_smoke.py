@@ -16,7 +16,7 @@ from pulsarlab.cli import app
 from pulsarlab.history import read_history
 from pulsarlab.history.faults import read_faults
 from pulsarlab.runtime.local import LocalCluster
-from pulsarlab.runtime.roundtrip import client
+from pulsarlab.security import client
 
 runner = CliRunner()
 

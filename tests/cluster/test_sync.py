@@ -12,7 +12,7 @@ from pulsarlab import ops, topology
 from pulsarlab.admin import metrics, placement
 from pulsarlab.admin.client import AdminClient
 from pulsarlab.runtime.local import LocalCluster
-from pulsarlab.runtime.roundtrip import client
+from pulsarlab.security import client
 from tests.eventually import eventually
 
 pytestmark = pytest.mark.cluster

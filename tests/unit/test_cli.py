@@ -36,7 +36,7 @@ def test_invalid_topology_file_names_the_field(tmp_path: Path) -> None:
     f.write_text(yaml.safe_dump(data))
     state = tmp_path / "state"
     result = runner.invoke(app, ["up", "--topology", str(f), "--state-dir", str(state)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # bad input, found before anything starts
     assert "clusters[0](mycluster).persistence.ensemble" in result.stderr
     assert not state.exists(), "nothing may be started or written for an invalid topology"
 

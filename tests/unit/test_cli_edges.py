@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pulsarlab.cli import app
-from pulsarlab.cli_common import ERROR_LOG
+from pulsarlab.cli.handler import ERROR_LOG
 from pulsarlab.runtime import open_deployment
 
 runner = CliRunner()
@@ -103,9 +103,9 @@ def test_exit_codes_are_in_help() -> None:
     def help_of(*args: str) -> str:
         return " ".join(runner.invoke(app, [*args, "--help"]).stdout.split())
 
-    assert "2 usage error" in help_of()
-    assert "3 some node is not ready" in help_of("status")
-    assert "4 a placement flag" in help_of("inspect", "placement")
+    assert "2 usage or bad input" in help_of() and "3 inconclusive" in help_of()
+    assert "1 some node is not ready" in help_of("status")
+    assert "1 a placement flag" in help_of("inspect", "placement")
 
 
 def test_env_names_every_cluster_and_writes_client_conf(stopped: Path) -> None:

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from pulsarlab import distribution
 from pulsarlab.cli import app
-from pulsarlab.cli_common import print_whole, width_needed
-from pulsarlab.cli_progress import RichReporter, reporter
+from pulsarlab.cli.options import print_whole, width_needed
+from pulsarlab.cli.progress import RichReporter, reporter
 from pulsarlab.progress import NO_PROGRESS, Reporter, SayReporter, human_bytes, reporter_of
 from pulsarlab.verify.display import example_lines, shown_value, table, utc_time
 from pulsarlab.verify.model import CHECKS, Check, Verdict
@@ -160,7 +160,7 @@ def test_verify_table_on_a_pipe_is_plain_and_names_are_whole(tmp_path: Path, mon
     assert "replication_delay_ms.cluster-us-with-a-long-name.p99_9" in result.stdout
     assert "2027-01-15T08:00:00.003Z" in result.stdout and "1800000000003000000" not in result.stdout
     assert "lost, first example: ok_ts=2027-01-15T08:00:00.503Z" in result.stdout
-    assert "\x1b[" not in result.output and result.stderr == ""
+    assert "\x1b[" not in result.output and result.stderr == "failed: forbidden checks counted: lost=1\n"
 
 
 def test_quiet_is_an_option_of_every_long_command() -> None:
@@ -205,13 +205,14 @@ def test_workload_on_a_pipe_prints_results_naming_the_topic_and_no_progress(tmp_
 
 
 def test_workload_on_a_terminal_shows_phases_and_live_counters(tmp_path: Path, monkeypatch) -> None:
-    from pulsarlab import cli_common, cli_workload, ops
+    from pulsarlab import ops
+    from pulsarlab.cli import handler, workload
 
     console, buf = _terminal()
     calls: list[str] = []
     monkeypatch.setattr(ops, "workload_run", _fake_workload(calls))
-    monkeypatch.setattr(cli_workload, "err", console)
-    monkeypatch.setattr(cli_common, "err", console)
+    monkeypatch.setattr(workload, "err", console)
+    monkeypatch.setattr(handler, "err", console)
     result = runner.invoke(app, ["workload", "run", "--out", str(tmp_path / "run"), "--duration", "1"])
     assert result.exit_code == 0, result.output
     assert calls == ["RichReporter"]

@@ -377,7 +377,7 @@ def test_scenario_run_refuses_bad_files_and_used_folders(tmp_path: Path) -> None
 def test_the_matrix_summary_gives_each_runs_counts_and_wall_time() -> None:
     from rich.console import Console
 
-    from pulsarlab.cli_scenario import summary_table
+    from pulsarlab.cli.scenario import summary_table
     from pulsarlab.scenarios.verdict import Judged, ScenarioVerdict
 
     lost = ScenarioVerdict("control-no-redundancy", "/runs/control-no-redundancy", True, checks={"lost": 812, "corrupted": 0},

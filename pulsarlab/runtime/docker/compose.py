@@ -1,4 +1,4 @@
-"""One compose project per deployment, rendered from ``pulsarlab/templates/compose.yaml.j2``.
+"""One compose project per deployment, rendered from ``templates/compose.yaml.j2``.
 
 Each node is a service named as the topology names it (``zk``, ``bk1-eu``, ``pulsar1-eu``...) on
 the host network, binding its own 127.0.R.N address like on the local runtime. Its rendered

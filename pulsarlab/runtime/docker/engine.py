@@ -8,7 +8,6 @@ is the one at ``DOCKER_HOST``, or else the private one ``scripts/docker-engine s
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from pathlib import Path
 
 from python_on_whales import DockerClient
 
+from pulsarlab import settings
 from pulsarlab.errors import ComposePluginMissingError, DockerClientMissingError, DockerEngineError, ImageMissingError
 
 PING_TIMEOUT = 15.0
@@ -23,16 +23,12 @@ PING_TIMEOUT = 15.0
 
 def state_dir() -> Path:
     """Where ``scripts/docker-engine`` keeps its engine (same rule as the script)."""
-    explicit = os.environ.get("PULSARLAB_DOCKER_STATE")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "pulsarlab" / "docker"
+    return settings.current().docker_state
 
 
 def default_host() -> str:
     """``DOCKER_HOST`` when set, else the socket of the engine ``scripts/docker-engine`` starts."""
-    return os.environ.get("DOCKER_HOST") or f"unix://{state_dir() / 'docker.sock'}"
+    return settings.current().docker_host
 
 
 def docker_cli() -> str:

@@ -13,8 +13,8 @@ import typer
 from rich.markup import escape
 
 from pulsarlab import ops
-from pulsarlab.cli_common import JsonOpt, StateDirOpt, TopologyOpt, out, reported
-from pulsarlab.errors import UsageError
+from pulsarlab.cli.options import JsonOpt, StateDirOpt, TopologyOpt, out
+from pulsarlab.errors import CheckFailed, UsageError
 
 
 class EnvFormat(StrEnum):
@@ -23,7 +23,6 @@ class EnvFormat(StrEnum):
     dotenv = "dotenv"
 
 
-@reported
 def env_cmd(
     cluster: Annotated[str | None, typer.Option(help="cluster PULSAR_SERVICE_URL/_ADMIN_URL name (default: the first)")] = None,
     fmt: Annotated[EnvFormat, typer.Option("--format", help="shell (for eval), json or dotenv")] = EnvFormat.shell,
@@ -40,7 +39,6 @@ def env_cmd(
     print(render(ops.env(state_dir, cluster).variables, fmt.value))
 
 
-@reported
 def logs_cmd(
     node: Annotated[str | None, typer.Argument(help="node name, e.g. bk1 (or --all)")] = None,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="then print what the node writes until Ctrl-C")] = False,
@@ -75,7 +73,6 @@ def logs_cmd(
                 print(text, flush=True)
 
 
-@reported
 def doctor_cmd(topology: TopologyOpt = "smoke", as_json: JsonOpt = False) -> None:
     """Check this machine: Java, javac, Maven, the cached distribution, memory and ports for a
     topology, a Docker engine; say what to do about each missing piece.
@@ -93,8 +90,9 @@ def doctor_cmd(topology: TopologyOpt = "smoke", as_json: JsonOpt = False) -> Non
             out.print(f"{c.name:13s} {mark}  {escape(c.found)}", highlight=False, soft_wrap=True)
             if c.fix:
                 out.print(f"{'':13s}   [dim]fix:[/] {escape(c.fix)}", highlight=False, soft_wrap=True)
-    if not all(c.ok for c in checks if c.required):
-        raise typer.Exit(1)
+    missing = [c.name for c in checks if c.required and not c.ok]
+    if missing:
+        raise CheckFailed(f"missing: {', '.join(missing)}", result_shown=True)
 
 
 def register(app: typer.Typer) -> None:

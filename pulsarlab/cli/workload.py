@@ -8,13 +8,13 @@ from typing import Annotated
 import typer
 
 from pulsarlab import ops
-from pulsarlab.cli_common import StateDirOpt, err, out, reported
-from pulsarlab.cli_progress import QuietOpt, reporter
-from pulsarlab.errors import UsageError
+from pulsarlab.cli.options import QuietOpt, StateDirOpt, err, out
+from pulsarlab.cli.progress import reporter
+from pulsarlab.errors import UsageError, WorkloadFailed
 from pulsarlab.history.faults import FAULTS_FILE
 from pulsarlab.workload.run import Counters
 
-app = typer.Typer(no_args_is_help=True, help="Drive recorded traffic through the running cluster.")
+workload_app = typer.Typer(no_args_is_help=True, help="Drive recorded traffic through the running cluster.")
 
 
 def counters_line(c: Counters) -> str:
@@ -22,8 +22,7 @@ def counters_line(c: Counters) -> str:
             f"in flight {c.in_flight}  received {c.received}  stored {c.stored}")
 
 
-@app.command("run")
-@reported
+@workload_app.command("run")
 def workload_run(
     out_dir: Annotated[Path, typer.Option("--out", help="history folder for this run (must be new or empty)")],
     topic: Annotated[str, typer.Option(help="full topic name (default: pulsarlab-<run> in the topology's first namespace)")] = "",
@@ -79,19 +78,18 @@ def workload_run(
     for d in result.failed:
         err.print(f"[bold red]error:[/] driver {d.name} ({d.mode}) failed: {d.reason}", highlight=False)
     if result.counters.invoked == 0:
-        err.print("[bold red]error:[/] no message was sent (see the driver reports above)")
-        raise typer.Exit(1)
+        raise WorkloadFailed("no message was sent (see the driver reports above)")
     if result.failed:
-        err.print(f"[bold red]error:[/] {len(result.failed)} driver(s) failed: the history in {result.out} "
-                  "lacks evidence (its verdict will be inconclusive)", highlight=False)
-        raise typer.Exit(1)
+        raise WorkloadFailed(f"{len(result.failed)} driver(s) failed: the history in {result.out} "
+                             "lacks evidence (its verdict will be inconclusive)")
     if schedule is not None and (schedule.errors or len(schedule.faults) < len(fault or [])):
-        for e in schedule.errors:
-            err.print(f"[bold red]error:[/] fault {e}", highlight=False)
         ran = len(schedule.faults) - len(schedule.errors)
-        err.print(f"[bold red]error:[/] {ran} of {len(fault or [])} fault(s) ran (see {result.out / FAULTS_FILE})",
-                  highlight=False)
-        raise typer.Exit(1)
+        raise WorkloadFailed("; ".join([*(f"fault {e}" for e in schedule.errors),
+                                        f"{ran} of {len(fault or [])} fault(s) ran (see {result.out / FAULTS_FILE})"]))
     out.print(f"topic {cfg.topic}", highlight=False)
     out.print(f"history in {result.out} ({result.send_rate:.0f} acked sends/s); check it with: pulsarlab verify {result.out}",
               highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(workload_app, name="workload")

@@ -7,10 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pulsarlab.cli_common import reported
 
-
-@reported
 def report_cmd(
     directories: Annotated[
         list[Path],

@@ -10,13 +10,13 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from pulsarlab.cli_common import JsonOpt, err, out, print_whole, reported
-from pulsarlab.cli_progress import reporter
-from pulsarlab.errors import PulsarlabError, UsageError
-from pulsarlab.scenarios import model
-from pulsarlab.scenarios.runner import Lab, fresh_run_dir, run_scenario
+from pulsarlab.cli.handler import exit_with
+from pulsarlab.cli.options import JsonOpt, err, out, print_whole
+from pulsarlab.cli.progress import reporter
+from pulsarlab.errors import UsageError
+from pulsarlab.scenarios import batch, model
+from pulsarlab.scenarios.runner import Lab
 from pulsarlab.scenarios.verdict import ScenarioVerdict
-from pulsarlab.verify.model import EXIT_CODES, FAIL, INCONCLUSIVE, PASS
 
 scenario_app = typer.Typer(no_args_is_help=True, help="Fault scenarios on fresh clusters, judged with RPO and RTO.")
 
@@ -26,7 +26,6 @@ def register(app: typer.Typer) -> None:
 
 
 @scenario_app.command("list")
-@reported
 def list_cmd(as_json: JsonOpt = False) -> None:
     """List the built-in scenarios; one that needs a fault action not registered here says which."""
     rows: list[dict[str, Any]] = []
@@ -48,34 +47,6 @@ def list_cmd(as_json: JsonOpt = False) -> None:
     out.print(table)
 
 
-def _runs(refs: list[str], repeat: int, out_dir: Path) -> list[tuple[model.Scenario, Path]]:
-    """Every run asked for, validated before the first cluster starts."""
-    scenarios = [model.load(r) for r in refs]
-    names = [s.name for s in scenarios]
-    if len(set(names)) != len(names):
-        raise UsageError(f"scenario named twice: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
-    plan = []
-    for sc in scenarios:
-        for i in range(1, repeat + 1):
-            run_dir = out_dir / (sc.name if repeat == 1 else f"{sc.name}-{i}")
-            fresh_run_dir(run_dir)  # a used folder is refused before any cluster starts
-            plan.append((sc, run_dir))
-    return plan
-
-
-def overall(verdicts: list[ScenarioVerdict]) -> str:
-    states = {v.status for v in verdicts}
-    return FAIL if FAIL in states else (INCONCLUSIVE if INCONCLUSIVE in states or not verdicts else PASS)
-
-
-def agreement(verdicts: list[ScenarioVerdict]) -> dict[str, bool]:
-    """Per scenario run more than once: whether its runs' verdicts agree (status and each expectation)."""
-    by_name: dict[str, set] = {}
-    for v in verdicts:
-        by_name.setdefault(v.scenario, set()).add(v.agreement_key())
-    return {name: len(keys) == 1 for name, keys in by_name.items()}
-
-
 def summary_table(verdicts: list[ScenarioVerdict], status: str) -> Table:
     """One row per run: status, RPO, RTO, acknowledged sends, the checks that counted something, wall time."""
     table = Table("scenario", "run", "status", "RPO", "max RTO s", "longest without ack s", "acked",
@@ -92,7 +63,6 @@ def summary_table(verdicts: list[ScenarioVerdict], status: str) -> Table:
 
 
 @scenario_app.command("run")
-@reported
 def run_cmd(
     scenarios: Annotated[list[str] | None, typer.Argument(help="built-in name(s) or scenario YAML file(s)")] = None,
     run_all: Annotated[bool, typer.Option("--all", help="every built-in scenario, one after another")] = False,
@@ -115,24 +85,16 @@ def run_cmd(
     refs = list(scenarios or [])
     if run_all == bool(refs):
         raise UsageError("name the scenario(s) to run, or pass --all (not both)")
-    refs = refs or model.builtin_names()
     out_dir = out_dir or Path(tempfile.mkdtemp(prefix="pulsarlab-scenarios-"))
-    plan = _runs(refs, repeat, out_dir)
-    verdicts = []
-    for sc, run_dir in plan:
-        try:
-            with reporter(err, quiet=as_json) as progress:  # closed before the verdict's table is printed
-                verdict = run_scenario(sc, run_dir, lab, runtime, say=progress)
-        except PulsarlabError as exc:
-            if len(plan) == 1:
-                raise
-            # one run that could not be done does not cancel the others; it is reported, never a pass
-            verdict = ScenarioVerdict(sc.name, str(run_dir), sc.control, reasons=[f"the run failed: {str(exc).splitlines()[0]}"])
-        verdicts.append(verdict)
+    plan = batch.plan_runs(refs or model.builtin_names(), repeat, out_dir)
+
+    def shown(verdict: ScenarioVerdict, run_dir: Path) -> None:
         if not as_json:
             out.print(verdict.render_table())
             out.print(f"run folder: {run_dir}", highlight=False)
-    status, agree = overall(verdicts), agreement(verdicts)
+
+    verdicts = batch.run_plan(plan, lab, runtime, lambda: reporter(err, quiet=as_json), shown)
+    status, agree = batch.overall(verdicts), batch.agreement(verdicts)
     if as_json:
         if len(verdicts) == 1:
             print(json.dumps(verdicts[0].to_json(), indent=2))
@@ -145,7 +107,5 @@ def run_cmd(
         if repeat > 1:
             for name, same in agree.items():
                 out.print(f"{name}: the {repeat} runs' verdicts {'agree' if same else '[red]DISAGREE[/]'}")
-        for v in verdicts:
-            for r in v.reasons:
-                err.print(f"[yellow]inconclusive ({v.scenario}):[/] {r}", highlight=False)
-    raise typer.Exit(EXIT_CODES[status])
+    exit_with(status, f"expectations that do not hold: {'; '.join(batch.failed_expectations(verdicts))}",
+              list(batch.reasons(verdicts)))

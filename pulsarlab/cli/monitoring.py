@@ -10,16 +10,16 @@ import typer
 from rich.table import Table
 
 from pulsarlab import ops
-from pulsarlab.cli_common import JsonOpt, StateDirOpt, out, reported
+from pulsarlab.cli.options import JsonOpt, StateDirOpt, out
+from pulsarlab.errors import CheckFailed, Inconclusive
 from pulsarlab.monitoring import service
 
-app = typer.Typer(no_args_is_help=True, help="Prometheus for the running cluster (and Grafana provisioning for it).")
+monitoring_app = typer.Typer(no_args_is_help=True, help="Prometheus for the running cluster (and Grafana provisioning for it).")
 
 PortOpt = Annotated[int, typer.Option("--port", help="Prometheus's port (on <prefix>.0.9, beside the nodes)")]
 
 
-@app.command("up")
-@reported
+@monitoring_app.command("up")
 def up_cmd(state_dir: StateDirOpt = None, port: PortOpt = service.DEFAULT_PORT, as_json: JsonOpt = False) -> None:
     """Start Prometheus for the running cluster and wait until every node's target is up.
 
@@ -33,10 +33,12 @@ def up_cmd(state_dir: StateDirOpt = None, port: PortOpt = service.DEFAULT_PORT, 
     out.print(f"Prometheus {started.url} ({len(started.targets)} targets up); Grafana provisioning in {started.grafana}")
 
 
-@app.command("status")
-@reported
+@monitoring_app.command("status")
 def status_cmd(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
-    """Prometheus's URL and every scrape target's health. Exit code 3 when it is not running or a target is down."""
+    """Prometheus's URL and every scrape target's health.
+
+    Exit code: 0 every target up, 1 a target is down (named on stderr), 3 Prometheus is not running
+    (nothing to tell health by), 2 usage error."""
     report = service.status(ops.open_cluster(state_dir))
     if as_json:
         print(json.dumps(asdict(report), indent=2))
@@ -47,13 +49,19 @@ def status_cmd(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
         for t in report.targets:
             table.add_row(t.node, t.job, t.instance, t.health, t.last_error or "-")
         out.print(table)
-    if report.url is None or any(t.health != "up" for t in report.targets):
-        raise typer.Exit(3)
+    if report.url is None:
+        raise Inconclusive("Prometheus is not running: no target's health is known", result_shown=True)
+    down = [f"{t.node} ({t.job}: {t.last_error or t.health})" for t in report.targets if t.health != "up"]
+    if down:
+        raise CheckFailed(f"targets not up: {', '.join(down)}", result_shown=True)
 
 
-@app.command("down")
-@reported
+@monitoring_app.command("down")
 def down_cmd(state_dir: StateDirOpt = None) -> None:
     """Stop Prometheus (its data stays until 'pulsarlab down'). Nothing running is not an error."""
     stopped = service.stop(ops.open_cluster(state_dir))
     out.print("Prometheus stopped" if stopped else "nothing to stop: Prometheus was not running")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(monitoring_app, name="monitoring")

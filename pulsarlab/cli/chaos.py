@@ -10,10 +10,10 @@ from typing import Annotated
 import typer
 
 from pulsarlab import ops
-from pulsarlab.cli_common import JsonOpt, StateDirOpt, err, out, reported
-from pulsarlab.cli_progress import reporter
+from pulsarlab.cli.options import JsonOpt, StateDirOpt, err, out
+from pulsarlab.cli.progress import reporter
 
-app = typer.Typer(no_args_is_help=True, help="Inject a fault into the running cluster now (see docs/chaos.md).")
+chaos_app = typer.Typer(no_args_is_help=True, help="Inject a fault into the running cluster now (see docs/chaos.md).")
 
 Target = Annotated[str, typer.Argument(help="a node name, owner:TOPIC, ensemble:TOPIC or region:R")]
 Region = Annotated[str, typer.Argument(help="a region of the topology, e.g. eu")]
@@ -30,66 +30,57 @@ def _run(action: str, args: list[str], state_dir, as_json: bool) -> None:
         out.print(done, highlight=False)
 
 
-@app.command("region-loss")
-@reported
+@chaos_app.command("region-loss")
 def region_loss(region: Region, state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
     """Kill (SIGKILL) every node of a region at the same moment."""
     _run("region-loss", [region], state_dir, as_json)
 
 
-@app.command()
-@reported
+@chaos_app.command()
 def partition(region_a: Region, region_b: Region, state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
     """Drop every packet between two regions' nodes, both ways (iptables; needs root). Undo with 'chaos heal'."""
     _run("partition", [region_a, region_b], state_dir, as_json)
 
 
-@app.command()
-@reported
+@chaos_app.command()
 def heal(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
     """Remove every packet filter rule this deployment added (and no other); safe to re-run."""
     _run("heal", [], state_dir, as_json)
 
 
-@app.command("isolate-zk")
-@reported
+@chaos_app.command("isolate-zk")
 def isolate_zk(target: Target, state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
     """Drop a node's packets to and from every ZooKeeper node (iptables; needs root)."""
     _run("isolate-zk", [target], state_dir, as_json)
 
 
-@app.command("mute")
-@reported
+@chaos_app.command("mute")
 def mute(target: Target, state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
     """Drop everything a node sends back to clients while it keeps writing to bookies: sends are
     stored but never acknowledged (iptables; needs root; undone by heal)."""
     _run("mute", [target], state_dir, as_json)
 
 
-@app.command("disconnect")
-@reported
+@chaos_app.command("disconnect")
 def disconnect(target: Target, state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
     """Destroy every client connection to a broker's service port (ss -K; needs root): clients
     reconnect and resend what they have pending."""
     _run("disconnect", [target], state_dir, as_json)
 
 
-@app.command("power-loss")
-@reported
+@chaos_app.command("power-loss")
 def power_loss(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
     """Kill every node at the same moment, then start them all and wait until they are ready."""
     _run("power-loss", [], state_dir, as_json)
 
 
-@app.command("disk-loss")
-@reported
+@chaos_app.command("disk-loss")
 def disk_loss(target: Target, state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
     """Kill a bookie, remove its data and cookie, and start it again empty."""
     _run("disk-loss", [target], state_dir, as_json)
 
 
-@app.command("await-replicated")
-@reported
+@chaos_app.command("await-replicated")
 def await_replicated(
     topic: Annotated[str, typer.Argument(help="persistent://tenant/namespace/topic")],
     timeout: Annotated[float, typer.Option(help="seconds to wait")] = 120.0,
@@ -97,3 +88,7 @@ def await_replicated(
 ) -> None:
     """Wait until auto-recovery has every ledger of the topic fully replicated across its regions."""
     _run("await-replicated", [topic, str(timeout)], state_dir, as_json)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(chaos_app, name="chaos")

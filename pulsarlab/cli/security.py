@@ -9,13 +9,12 @@ import typer
 
 from pulsarlab import ops
 from pulsarlab.admin import credentials
-from pulsarlab.cli_common import StateDirOpt, out, reported
+from pulsarlab.cli.options import StateDirOpt, out
 
 token_app = typer.Typer(help="JWT tokens of a secure cluster", no_args_is_help=True)
 
 
 @token_app.command("create")
-@reported
 def token_create(
     role: Annotated[str, typer.Argument(help="the role the token authenticates as (its 'sub')")],
     ttl: Annotated[str | None, typer.Option(help="expiry: 30m, 12h, 7d... (default: none)")] = None,
@@ -30,7 +29,6 @@ def token_create(
         out.print(f"token for role {role} written to {out_file} (mode 0600)", highlight=False)
 
 
-@reported
 def grant_cmd(
     role: Annotated[str, typer.Argument(help="the role to grant")],
     namespace: Annotated[str, typer.Argument(help="tenant/namespace")],

@@ -7,19 +7,16 @@ from typing import Annotated
 
 import typer
 
-from pulsarlab.cli_common import StateDirOpt, TopologyOpt, out, reported
+from pulsarlab import ops
+from pulsarlab.cli.options import StateDirOpt, TopologyOpt, out
 from pulsarlab.compose_files import write_compose_files
-from pulsarlab.errors import UsageError
-from pulsarlab.ops import STATE_ROOT
-from pulsarlab.runtime.external import ExternalCluster
-from pulsarlab.runtime.state import ClusterState
 from pulsarlab.topology import BUILTINS, load
 
-app = typer.Typer(no_args_is_help=True, help="Compose files that bring up a topology, configured, with plain Docker Compose.")
+compose_app = typer.Typer(no_args_is_help=True,
+                          help="Compose files that bring up a topology, configured, with plain Docker Compose.")
 
 
-@app.command("write")
-@reported
+@compose_app.command("write")
 def write_cmd(
     topologies: Annotated[list[str] | None, typer.Argument(metavar="[TOPOLOGY]...",
                                                            help="built-in names or YAML files (default: every built-in)")] = None,
@@ -36,7 +33,6 @@ def write_cmd(
         out.print(str(path), highlight=False)
 
 
-@reported
 def attach_cmd(
     topology: TopologyOpt = "smoke",
     state_dir: StateDirOpt = None,
@@ -48,15 +44,10 @@ def attach_cmd(
 
     Exit code: 0 attached, 1 a node did not answer (named, with what was awaited), 2 usage error.
     """
-    topo = load(topology)
-    state_dir = state_dir or STATE_ROOT / topo.name
-    previous = ClusterState.load(state_dir)
-    if previous is not None and previous.runtime != "external":
-        raise UsageError(f"{state_dir} holds a cluster pulsarlab started ({previous.runtime} runtime): "
-                         "choose another --state-dir")
-    nodes = ExternalCluster(topo, state_dir).attach(wait)
-    out.print(f"attached to {topo.name} ({len(nodes)} nodes answer) in {state_dir}")
+    name, where, nodes = ops.attach(topology, state_dir, wait)
+    out.print(f"attached to {name} ({len(nodes)} nodes answer) in {where}")
 
 
 def register(app: typer.Typer) -> None:
+    app.add_typer(compose_app, name="compose")
     app.command("attach")(attach_cmd)

@@ -10,18 +10,13 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import Any
 
-import typer
 from rich.console import Console, RenderableType
 from rich.progress import Progress, ProgressColumn, SpinnerColumn, Task, TaskID, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from pulsarlab.progress import NO_PROGRESS, Reporter
-
-QuietOpt = Annotated[
-    bool, typer.Option("--quiet", "-q", help="no progress display (there is none when stderr is not a terminal)")
-]
 
 
 class MarkColumn(SpinnerColumn):

@@ -1,0 +1,182 @@
+"""The cluster's life: ``topologies``, ``render``, ``up``, ``status``, ``configure``, ``node ...``, ``down``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from pulsarlab import ops
+from pulsarlab.cli.options import ImageOpt, JsonOpt, QuietOpt, StateDirOpt, TopologyOpt, cell, err, out
+from pulsarlab.cli.progress import reporter
+from pulsarlab.errors import CheckFailed
+from pulsarlab.monitoring import service
+from pulsarlab.topology import builtin_descriptions
+
+node_app = typer.Typer(no_args_is_help=True, help="Operate one node of the running cluster.")
+
+
+def topologies(as_json: JsonOpt = False) -> None:
+    """List the built-in topologies."""
+    desc = builtin_descriptions()
+    if as_json:
+        print(json.dumps(desc, indent=2))
+        return
+    table = Table("topology", "description")
+    for name, text in desc.items():
+        table.add_row(name, text)
+    out.print(table)
+
+
+def render_cmd(
+    topology: TopologyOpt,
+    out_dir: Annotated[Path, typer.Option("--out", help="folder to write into")],
+    runtime: Annotated[str, typer.Option(help="local, docker, or ansible (an inventory and each host's files)")] = "local",
+    distribution: Annotated[str | None, typer.Option(help="start from this distribution's conf/")] = None,
+    image: ImageOpt = None,
+    secure: Annotated[bool, typer.Option("--secure", help="with the secure profile (keys are made by 'up')")] = False,
+) -> None:
+    """Render every node's configuration without starting anything."""
+    files = ops.render_topology(topology, out_dir, runtime, distribution, image, secure)
+    out.print(f"rendered {len(files)} files into {out_dir}")
+
+
+def up(
+    topology: TopologyOpt = "smoke",
+    runtime: Annotated[str, typer.Option(help="local or docker")] = "local",
+    state_dir: StateDirOpt = None,
+    distribution: Annotated[str | None, typer.Option(help="a pulsar-server-distribution tarball or folder")] = None,
+    apply: Annotated[bool, typer.Option("--apply", help="on a running cluster, fix its differences from the topology")] = False,
+    image: ImageOpt = None,
+    monitoring: Annotated[bool, typer.Option("--monitoring", help="also a Prometheus scraping every node")] = False,
+    quiet: QuietOpt = False,
+    secure: Annotated[bool, typer.Option("--secure", help="token auth, authorization and TLS (docs/security.md)")] = False,
+) -> None:
+    """Start a real Pulsar cluster and wait until a message goes through it.
+
+    On a terminal, progress shows on stderr: the distribution's download, each node from
+    starting to ready with its seconds, configure, the first message through.
+    On a cluster already running nothing starts and nothing changes: its differences from the
+    topology are listed (fixed only with --apply, or by 'pulsarlab configure').
+    """
+    with reporter(err, quiet) as progress:
+        result, cluster = ops.up(topology, runtime, state_dir, distribution, say=progress, apply=apply, image=image,
+                                 secure=secure)
+    name, where = cluster.topo.name, cluster.state_dir
+    if result.already_running:
+        if not result.drift:
+            out.print(f"cluster {name!r} is already running in {where}; it matches its topology")
+        elif result.drift_fixed:
+            out.print(f"cluster {name!r} is already running in {where}; "
+                      f"fixed {len(result.drift)} difference(s) from its topology")
+        else:
+            out.print(f"cluster {name!r} is already running in {where}; nothing changed, but {len(result.drift)} "
+                      "difference(s) from its topology (fix them with --apply or 'pulsarlab configure'):")
+            for c in result.drift:
+                out.print(f"  {c.cluster} {c.object} {c.field}: {cell(c.current)} -> {cell(c.desired)} ({c.action})",
+                          highlight=False, markup=False)
+    else:
+        out.print(f"cluster {name!r} ready in {result.seconds:.1f}s ({len(result.started)} nodes started)")
+    for c in cluster.topo.clusters:
+        out.print(f"  {c.name}: {cluster.topo.service_url(c.name)}  {cluster.topo.web_url(c.name)}")
+    if monitoring:
+        out.print(f"  Prometheus: {service.start(cluster).url}")
+
+
+def status(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
+    """Show every node: pid, address, readiness.
+
+    Exit code: 0 every node ready, 1 some node is not ready (named on stderr) or no cluster, 2 usage error.
+    """
+    report = ops.status(state_dir)
+    if as_json:
+        print(json.dumps(report, indent=2))
+    else:
+        table = Table("node", "role", "cluster", "region", "address", "pid", "ready",
+                      title=f"{report['name']} ({report['runtime']})")
+        for n in report["nodes"]:
+            state = "[green]ready[/]" if n["ready"] else ("[yellow]paused[/]" if n["paused"] else "[red]no[/]")
+            table.add_row(n["name"], n["role"], n["cluster"] or "-", n["region"], n["address"], str(n["pid"] or "-"), state)
+        out.print(table)
+        for c in report["clusters"]:
+            out.print(f"{c['name']}: {c['service_url']}  {c['web_url']}")
+        if report["prometheus_url"]:
+            out.print(f"Prometheus: {report['prometheus_url']}")
+    not_ready = [n["name"] for n in report["nodes"] if not n["ready"]]
+    if not_ready:
+        raise CheckFailed(f"not ready: {', '.join(not_ready)}", result_shown=True)
+
+
+def down(
+    state_dir: StateDirOpt = None,
+    keep_data: Annotated[bool, typer.Option("--keep-data", help="keep ZooKeeper and bookie data")] = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Stop every node by pid; wipe the data unless --keep-data. Nothing running is not an error (exit 0)."""
+    with reporter(err, quiet) as progress:
+        stopped = ops.down(state_dir, keep_data, say=progress)
+    if stopped is None:
+        out.print("nothing to stop: no pulsarlab cluster here")
+    elif not stopped:
+        out.print("nothing to stop: no node was running" + (" (data kept)" if keep_data else " (state cleared)"))
+    else:
+        out.print(f"stopped {len(stopped)} nodes" + (" (data kept)" if keep_data else ""))
+
+
+def configure_cmd(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="show the differences, change nothing")] = False,
+    state_dir: StateDirOpt = None,
+    as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Reconcile the running cluster with its topology over the admin REST API."""
+    with reporter(err, quiet or as_json) as progress:
+        report = ops.configure(state_dir, dry_run, say=progress)
+    if as_json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return
+    if not report.changes:
+        out.print("nothing to change: the cluster matches its topology")
+        return
+    table = Table("cluster", "object", "field", "current", "desired", "action",
+                  title="differences" + (" (dry run: nothing changed)" if dry_run else " (fixed)"))
+    for c in report.changes:
+        table.add_row(c.cluster, c.object, c.field, cell(c.current), cell(c.desired), c.action)
+    out.print(table)
+    if report.restarted:
+        out.print(f"restarted one at a time: {', '.join(report.restarted)}")
+
+
+NODE_ACTIONS = {
+    "stop": "Stop a node gracefully (SIGTERM).",
+    "start": "Start a stopped node and wait until it is ready.",
+    "kill": "Kill a node at once (SIGKILL).",
+    "pause": "Freeze a node (SIGSTOP).",
+    "resume": "Thaw a paused node (SIGCONT).",
+}
+
+
+def _node_cmd(action: str):
+    def cmd(name: Annotated[str, typer.Argument(help="node name (bk1), owner:TOPIC, ensemble:TOPIC or region:R")],
+            state_dir: StateDirOpt = None, quiet: QuietOpt = False) -> None:
+        with reporter(err, quiet) as progress:
+            done = ops.chaos_action(state_dir, action, [name], say=progress)
+        out.print(done, highlight=False)
+
+    cmd.__doc__ = NODE_ACTIONS[action]
+    return cmd
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(topologies)
+    app.command("render")(render_cmd)
+    app.command()(up)
+    app.command()(status)
+    app.command()(down)
+    app.command("configure")(configure_cmd)
+    for action in NODE_ACTIONS:
+        node_app.command(action)(_node_cmd(action))
+    app.add_typer(node_app, name="node")

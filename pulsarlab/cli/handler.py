@@ -1,0 +1,93 @@
+"""How every ``pulsarlab`` command fails, decided in one place: the root command group catches
+what any command raises and turns it into one line on stderr (a JSON object on stdout with
+``--json``, unless the command already printed its result there) and the exit code its class
+carries (:mod:`pulsarlab.errors`). A traceback never reaches the terminal: it goes to a log file
+named in the line."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import typer
+from typer.core import TyperGroup
+
+from pulsarlab import settings
+from pulsarlab.cli.options import JSON_KEY, err
+from pulsarlab.errors import CheckFailed, Inconclusive, PulsarlabError, UsageError
+
+EXIT_CODES = f"""Exit codes: 0 success (what was checked holds), {CheckFailed.exit_code} a check failed, the cluster is
+unhealthy or the work could not be done, {UsageError.exit_code} usage or bad input (nothing started),
+{Inconclusive.exit_code} inconclusive (evidence missing or contradicting itself), 130 interrupted."""
+ERROR_LOG = Path(tempfile.gettempdir()) / "pulsarlab-error.log"
+INTERRUPTED = 130
+
+
+def log_traceback(exc: BaseException) -> Path | None:
+    """Keep the full traceback of an unexpected error where the one-line report can point to it."""
+    try:
+        with open(ERROR_LOG, "a") as fh:
+            fh.write(f"===== {time.strftime('%Y-%m-%d %H:%M:%S')} =====\n")
+            fh.write("".join(traceback.format_exception(exc)))
+        return ERROR_LOG
+    except OSError:
+        return None
+
+
+def _label(exc: BaseException) -> str:
+    if isinstance(exc, Inconclusive):
+        return "[bold yellow]inconclusive:[/]"
+    return "[bold red]failed:[/]" if isinstance(exc, CheckFailed) else "[bold red]error:[/]"
+
+
+def report(exc: BaseException, message: str, code: int, as_json: bool, log: Path | None = None) -> typer.Exit:
+    """Print the one reason (and the JSON error object when asked for and no result was printed)."""
+    if as_json and not getattr(exc, "result_shown", False):
+        print(json.dumps({"error": {"type": type(exc).__name__, "message": message, "exit_code": code,
+                                    "log": str(log) if log else None}}, indent=2))
+    line = message + (f" (traceback in {log})" if log else "")
+    err.print(f"{_label(exc)} {line}", highlight=False, markup=True, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def _command_line_exit(exc: BaseException) -> bool:
+    """An exit or usage error of the command-line layer itself, left to it. Typer may bring its own
+    copy of click, so these are known by their shape (an exit code and a way to show themselves)
+    or their name, not by click's classes."""
+    return isinstance(exc, typer.Exit | typer.Abort) or type(exc).__name__ in ("Exit", "Abort") or (
+        hasattr(exc, "exit_code") and callable(getattr(exc, "show", None))
+    )
+
+
+class ReportingGroup(TyperGroup):
+    """The root group: every subcommand runs inside its ``invoke``, so this is the one handler."""
+
+    def invoke(self, ctx: Any) -> Any:  # a click Context of whichever click typer brings
+        try:
+            settings.current().check()  # a bad setting is bad input: said before anything starts
+            return super().invoke(ctx)
+        except PulsarlabError as exc:
+            raise report(exc, str(exc), exc.exit_code, ctx.meta.get(JSON_KEY, False)) from None
+        except KeyboardInterrupt as exc:
+            raise report(exc, "interrupted", INTERRUPTED, ctx.meta.get(JSON_KEY, False)) from None
+        except Exception as exc:  # the promise is: no traceback on the terminal, ever
+            if _command_line_exit(exc):
+                raise
+            log = log_traceback(exc)
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            raise report(exc, f"{type(exc).__name__}: {first}", 1, ctx.meta.get(JSON_KEY, False), log) from None
+
+
+def exit_with(status: str, failed: str, reasons: list[str]) -> None:
+    """After a verdict was printed: return on a pass, else raise what its status means (the reason
+    of a failure, or why the evidence does not decide)."""
+    from pulsarlab.verify.model import FAIL, INCONCLUSIVE
+
+    if status == FAIL:
+        raise CheckFailed(failed, result_shown=True)
+    if status == INCONCLUSIVE:
+        raise Inconclusive("; ".join(reasons) or "the evidence does not decide", result_shown=True)

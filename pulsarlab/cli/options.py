@@ -1,0 +1,63 @@
+"""What every ``pulsarlab`` command shares: its common options and its two consoles (results on
+stdout, everything else on stderr)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
+
+from pulsarlab.topology import BUILTINS
+
+out = Console()
+err = Console(stderr=True)
+
+
+JSON_KEY = "as_json"  # where --json leaves its value for the handler (click's ctx.meta, shared by nested commands)
+
+
+def remember_json(ctx: typer.Context, value: bool) -> bool:
+    """The ``--json`` option's callback: the handler must know it even once the command is gone."""
+    ctx.meta[JSON_KEY] = value
+    return value
+
+
+TopologyOpt = Annotated[str, typer.Option("--topology", "-t", help=f"built-in ({', '.join(BUILTINS)}) or a YAML file")]
+StateDirOpt = Annotated[
+    Path | None, typer.Option("--state-dir", help="default: $PULSARLAB_STATE_DIR, else .pulsarlab/<topology name>")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output", callback=remember_json)]
+QuietOpt = Annotated[
+    bool, typer.Option("--quiet", "-q", help="no progress display (there is none when stderr is not a terminal)")
+]
+ImageOpt = Annotated[
+    str | None,
+    typer.Option(help="docker runtime: the Pulsar image, e.g. apachepulsar/pulsar:4.0.8 (default: 'pulsarlab image build')"),
+]
+
+
+def cell(value: Any) -> str:
+    """One value in a table cell: '-' for nothing, JSON for a structure."""
+    return "-" if value is None else (json.dumps(value) if isinstance(value, dict | list) else str(value))
+
+
+def width_needed(console: Console, table: Table) -> int:
+    """The width at which ``table`` is not squeezed (a console that is no terminal says 80)."""
+    return Measurement.get(console, console.options.update_width(4096), table).maximum
+
+
+def print_whole(console: Console, table: Table) -> None:
+    """Print ``table`` without cutting a cell, wider than the console if it must be (rich assumes
+    80 columns when stdout is no terminal, and would cut long names)."""
+    needed = width_needed(console, table)
+    if needed <= console.width:
+        console.print(table)
+        return
+    wide = Console(file=console.file, width=needed, force_terminal=console.is_terminal, no_color=console.no_color,
+                   color_system="auto" if console.color_system else None)
+    wide.print(table)
