@@ -1,7 +1,8 @@
 """Shared test plumbing: the run is split over pytest-xdist workers, each in an address lane of its
-own; the tests that share a deployment form one xdist group (one worker runs them all, one after the
-other, on one cluster); the groups are handed out longest first; each tier's wall time and each
-worker's busy time are printed at the end. One real cluster at a time per worker, always taken down."""
+own; the modules that share a deployment form one group that a single worker runs whole, one test
+after the other, on one cluster; the groups are handed out longest first; each tier's wall time and
+each worker's busy time are printed at the end. One real cluster at a time per worker, always taken
+down."""
 
 from __future__ import annotations
 
@@ -17,21 +18,22 @@ from pulsarlab.runtime.local import LocalCluster
 from tests.topology_files import builtin_at
 
 TIERS = ("unit", "cluster", "scenarios")
-# The deployments tests share, by the fixture that brings each up (first match wins).
-DEPLOYMENTS = ("secure_smoke", "secure_geo", "active_active", "smoke", "sync", "geo")
+# Cluster-tier modules that share one deployment (the pool's cluster, an engine-side deployment or
+# image, module fixtures) and so must run on one worker; a module not named here is a group of its own.
+GROUPS = {
+    "smoke": ("test_smoke", "test_env", "test_rerun", "test_smoke_lifecycle", "test_workload"),
+    "sync": ("test_sync", "test_chaos"),
+    "geo": ("test_geo", "test_monitoring"),
+    "docker": ("test_docker_runtime", "test_docker_sync", "test_docker_image"),
+}
+GROUP_OF_MODULE = {m: g for g, modules in GROUPS.items() for m in modules}
 # Rough seconds per group (a clean CI run's --durations, setup included): only the order in which
 # the groups are handed out depends on it (longest first, so the last one to start is short). A
 # group missing here counts as a minute; ungrouped tests (unit, single scenarios) come last.
 EXPECTED_S = {
-    "ansible": 900, "sync": 300, "compose_files": 300, "geo": 240, "smoke": 200, "docker": 200,
-    "active_active": 150, "secure_smoke": 150, "secure_geo": 120, "pytest_plugin": 120, "install": 90,
-    "terminal": 60, "spark_cluster": 60,
-}
-# modules sharing one engine-side deployment or image (and their module fixtures) run on one worker
-MODULE_GROUPS = {
-    "test_ansible": "ansible", "test_compose_files": "compose_files", "test_docker_runtime": "docker",
-    "test_docker_sync": "docker", "test_docker_image": "docker", "test_pytest_plugin": "pytest_plugin",
-    "test_install": "install", "test_terminal": "terminal", "test_spark_cluster": "spark_cluster",
+    "test_ansible": 900, "sync": 300, "test_compose_files": 300, "geo": 240, "smoke": 200, "docker": 200,
+    "test_active_active": 150, "test_secure": 150, "test_secure_geo": 120, "test_pytest_plugin": 120,
+    "test_install": 90, "test_terminal": 60, "test_spark_cluster": 60,
 }
 _spans: dict[str, list[float]] = {}
 _counts: dict[str, int] = {}
@@ -66,30 +68,48 @@ def tier_of(item: pytest.Item) -> str:
     return tier_of_path(str(item.fspath))
 
 
-def group_of(item: pytest.Item) -> str | None:
-    """The xdist group of a test: the deployment it shares, else its module's, else none."""
-    if tier_of(item) != "cluster":
+def group_of(nodeid: str) -> str | None:
+    """The group a test runs in: its module's group in the cluster tier, else none (a test of its own)."""
+    path = nodeid.split("::")[0]
+    if tier_of_path(path) != "cluster":
         return None
-    module = Path(str(item.fspath)).stem
-    if module in MODULE_GROUPS:
-        return MODULE_GROUPS[module]
-    return next((d for d in DEPLOYMENTS if d in item.fixturenames), module)
+    module = Path(path).stem
+    return GROUP_OF_MODULE.get(module, module)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the marks
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """xdist's scope scheduling with our groups as the scopes, decided here from the test ids (the
+    controller has no items to read marks from)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid) or nodeid
+
+        def _reschedule(self, node) -> None:
+            # the next group goes to a worker once it holds only its current test (a worker keeps
+            # one test back until it knows the next); xdist's own rule commits it two tests early
+            if node.shutting_down:
+                return
+            if not self.workqueue:
+                node.shutdown()
+                return
+            if self._pending_of(self.assigned_work[node]) <= 1:
+                self._assign_work_unit(node)
+
+    return GroupScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if tier_of(item) == "cluster":
             item.add_marker(pytest.mark.cluster)
         elif tier_of(item) == "scenarios":
             item.add_marker(pytest.mark.scenario)
-        group = group_of(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
 
     # longest groups first; then single scenarios, then the unit tier; order kept within each
     def key(item: pytest.Item) -> tuple[int, float]:
-        group = group_of(item)
+        group = group_of(item.nodeid)
         if group is not None:
             return 0, -EXPECTED_S.get(group, 60)
         return (1 if tier_of(item) == "scenarios" else 2), 0
