@@ -1,8 +1,7 @@
-"""Shared test plumbing: the run is split over pytest-xdist workers, each in an address lane of its
-own; the modules that share a deployment form one group that a single worker runs whole, one test
-after the other, on one cluster; the groups are handed out longest first; each tier's wall time and
-each worker's busy time are printed at the end. One real cluster at a time per worker, always taken
-down."""
+"""Shared test plumbing: the modules that share a deployment form one group, run one test after the
+other on one cluster; the groups run longest first. With ``-n N`` (pytest-xdist) each worker has an
+address lane of its own and runs a group whole. Each tier's wall time (and each worker's busy time)
+is printed at the end. One real cluster at a time per process, always taken down."""
 
 from __future__ import annotations
 
