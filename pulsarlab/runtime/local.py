@@ -35,7 +35,15 @@ class LocalCluster(NodeRuntime):
 
     # ----- processes ---------------------------------------------------------------------------
     def record(self, name: str) -> ProcessRecord | None:
-        return self.state.nodes.get(name)
+        """The node's process; when the one this handle knows is gone, the one the state directory
+        records now (another handle, a CLI command or a fault schedule, may have started it since)."""
+        rec = self.state.nodes.get(name)
+        if rec is None or not rec.alive():
+            saved = ClusterState.load(self.state_dir)
+            newer = saved.nodes.get(name) if saved is not None else None
+            if newer is not None and newer != rec and newer.alive():
+                self.state.nodes[name] = rec = newer
+        return rec
 
     def node_alive(self, name: str) -> bool:
         rec = self.record(name)

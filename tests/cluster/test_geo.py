@@ -15,7 +15,6 @@ from pulsarlab import ops
 from pulsarlab.admin import reconcile, replication
 from pulsarlab.admin.client import AdminClient, encode_topic
 from pulsarlab.chaos.actions import Fault
-from pulsarlab.chaos.schedule import Scheduler
 from pulsarlab.cli import app
 from pulsarlab.history.faults import read_faults
 from pulsarlab.history.manifest import read_manifest
@@ -133,8 +132,8 @@ def test_cluster_eu_lost_and_back_gets_what_was_produced_on_us_meanwhile(geo: Lo
     eu_nodes = tuple(n.name for n in geo.topo.nodes if n.cluster == EU)
     cfg = WorkloadConfig("", producers=1, consumers=1, subscription_type="failover", rate=200, duration=60,
                          drain_seconds=20)
-    # on the fixture's own deployment object: it records the pids of the nodes it starts again
-    schedule = Scheduler(geo, [Fault(5, "stop", eu_nodes), Fault(30, "start", eu_nodes)], history=tmp_path / "run")
+    # through its own handle, as `workload run --fault` does: the fixture's object sees what it restarted
+    schedule = ops.fault_schedule(geo.state_dir, [Fault(5, "stop", eu_nodes), Fault(30, "start", eu_nodes)], tmp_path / "run")
     try:
         result = ops.workload_run(geo.state_dir, cfg, tmp_path / "run", US, consume_cluster=EU, replication_timeout=120,
                                   schedule=schedule)
