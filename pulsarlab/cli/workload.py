@@ -34,7 +34,9 @@ def workload_run(
     keys: int = 100,
     rate: Annotated[float, typer.Option(help="messages/s over all producers; 0 = unthrottled")] = 1000.0,
     message_size: Annotated[int, typer.Option(help="bytes")] = 256,
-    duration: Annotated[float, typer.Option(help="seconds of producing")] = 10.0,
+    duration: Annotated[float, typer.Option(
+        help="seconds of producing at most: the first Ctrl-C ends sending sooner, and the run still drains and reads "
+             "storage back (a second Ctrl-C interrupts)")] = 10.0,
     batching: bool = True,
     deduplication: Annotated[bool, typer.Option(help="broker-side producer deduplication")] = False,
     cluster: Annotated[str | None, typer.Option(help="cluster the producers connect to (default: the first)")] = None,
@@ -71,6 +73,8 @@ def workload_run(
                                   consume_cluster=consume_cluster, progress=progress, schedule=schedule)
         progress.end("counters", counters_line(result.counters))
     out.print(counters_line(result.counters), highlight=False)
+    if result.ended_early:
+        err.print(f"sending ended before --duration {duration:g}s: {result.ended_early}", highlight=False)
     for e in result.errors[:5]:
         err.print(f"[yellow]driver:[/] {e.splitlines()[0] if e else e}")
     if result.errors:

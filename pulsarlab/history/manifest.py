@@ -50,6 +50,7 @@ class Manifest:
     drivers: list[DriverOutcome] = field(default_factory=list)
     consume_cluster: str | None = None  # where the consumers connected (None in older manifests: ``cluster``)
     replication: dict[str, list[str]] = field(default_factory=dict)  # base topic -> clusters it replicates to
+    ended_early: str | None = None  # why the send phase ended before its duration (Ctrl-C, asked by a caller)
 
     def write(self, directory: Path) -> Path:
         """Write (or rewrite) ``_run.json`` atomically: a reader never sees half a manifest."""

@@ -117,7 +117,10 @@ class DriverProcess:
         cmd = [dist.java.executable, *JVM_OPTIONS, f"-Dlog4j2.configurationFile={classes / 'log4j2-driver.properties'}",
                "-cp", f"{classes}:{dist.home / 'lib'}/*", MAIN_CLASS, str(cfg_path)]
         with open(self.log_path, "ab") as log:
-            self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1)
+            # a process group of its own: a Ctrl-C on the terminal reaches pulsarlab, which decides
+            # (end the send phase, or stop); end of stdin tells the driver its parent is gone
+            self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1,
+                                          process_group=0)
         self._reader = threading.Thread(target=self._read, name=f"driver-{self.name}", daemon=True)
         self._reader.start()
 

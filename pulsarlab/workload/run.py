@@ -17,8 +17,11 @@ there. The manifest ``_run.json`` records the run and how each driver ended.
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,6 +124,7 @@ class WorkloadResult:
     errors: list[str] = field(default_factory=list)  # what the drivers reported, also in errors.txt
     failed: list[DriverOutcome] = field(default_factory=list)  # drivers that failed: the verdict is inconclusive
     run: str = ""
+    ended_early: str | None = None  # why sending ended before the configured duration, if it did
 
 
 class Workload:
@@ -135,6 +139,8 @@ class Workload:
         self.counters = Counters()
         self._errors: list[str] = []
         self._drivers: list[DriverProcess] = []
+        self._producers: list[DriverProcess] = []
+        self._ending = threading.Event()
         self.manifest = Manifest(self.run_id, config.topic, config.partitions, target.cluster, list(self._read_clusters()),
                                  config.subscription, consume_cluster=target.consumer_cluster,
                                  replication={config.topic: sorted(target.replication)} if len(target.replication) > 1 else {})
@@ -188,6 +194,38 @@ class Workload:
         return plan
 
     # ----- the run ---------------------------------------------------------------------------
+    def end_sending(self, why: str = "asked") -> None:
+        """End the send phase now, before ``duration`` (from any thread; once is enough): sends in
+        flight still complete, consumers drain and storage is read back as after a full run, and the
+        manifest says why it ended early."""
+        if self._ending.is_set():
+            return
+        self.manifest.ended_early = why
+        self._ending.set()
+        for d in self._producers:
+            d.tell("end")
+
+    @contextlib.contextmanager
+    def _interrupt_ends_sending(self, progress: Reporter) -> Iterator[None]:
+        """While producers send: the first Ctrl-C (SIGINT) ends the send phase gracefully, a second
+        one interrupts as usual. Only the main thread can take signals; elsewhere nothing changes."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = signal.getsignal(signal.SIGINT)
+
+        def first(signum: int, frame: object) -> None:
+            signal.signal(signal.SIGINT, previous)
+            progress.note("Ctrl-C: the send phase ends now; consumers drain and storage is read back "
+                          "(Ctrl-C again interrupts)")
+            self.end_sending("interrupted (Ctrl-C)")
+
+        signal.signal(signal.SIGINT, first)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
     def run(
         self, tick: Callable[[Counters], None] | None = None, read_idle_timeout: float = 60.0,
         after_send: Callable[[], None] | None = None, progress: Reporter = NO_PROGRESS,
@@ -200,7 +238,7 @@ class Workload:
         self._write_manifest()
         classes = driver_classes(self.dist, progress)
         consumers = [self._consumer(i) for i in range(self.cfg.consumers)]
-        producers = [self._producer(i) for i in range(self.cfg.producers)]
+        producers = self._producers = [self._producer(i) for i in range(self.cfg.producers)]
         t0 = time.monotonic()
         send_seconds = 0.0
         started: list[DriverProcess] = []
@@ -216,10 +254,13 @@ class Workload:
                     self._await_ready(group)
             p0 = time.monotonic()
             deadline_ms = time.time_ns() // 1_000_000 + int(self.cfg.duration * 1000)
-            for d in producers:
-                d.tell(f"start {deadline_ms}")
-            with progress.step("produce", f"producing for {self.cfg.duration:g}s", "sending", "sent"):
-                self._follow(producers, started, tick)
+            with self._interrupt_ends_sending(progress):
+                for d in producers:
+                    d.tell(f"start {deadline_ms}")
+                    if self._ending.is_set():  # ended before this producer started
+                        d.tell("end")
+                with progress.step("produce", f"producing for {self.cfg.duration:g}s", "sending", "sent"):
+                    self._follow(producers, started, tick)
             ends = [d.finished_at for d in producers]
             send_seconds = (max(ends) if all(ends) else time.monotonic()) - p0
             if after_send is not None:  # consumers keep receiving meanwhile: what arrives late is still delivered
@@ -249,7 +290,8 @@ class Workload:
         self._write_manifest()
         rate = self.counters.acked / max(send_seconds, 1e-9)
         failed = [d for d in self.manifest.drivers if d.failed]
-        return WorkloadResult(self.out, self.counters, time.monotonic() - t0, rate, list(self._errors), failed, self.run_id)
+        return WorkloadResult(self.out, self.counters, time.monotonic() - t0, rate, list(self._errors), failed, self.run_id,
+                              self.manifest.ended_early)
 
     def _write_manifest(self) -> None:
         self.manifest.drivers = [d.outcome() for d in self._drivers]

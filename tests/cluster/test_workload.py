@@ -7,6 +7,8 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -193,3 +195,76 @@ def test_runs_share_a_topic_without_sharing_producers_and_a_killed_reader_fails_
     complete_scans = {r["topic"] for r in scans if complete(r)}
     print(f"reader killed after {len(reads)} of {stored} messages; scans: {[(r['topic'], r['read_index']) for r in scans]}")
     assert len(complete_scans) < 2, complete_scans
+
+
+
+def _workload_cli(smoke: LocalCluster, out: Path, rate: int) -> subprocess.Popen:
+    """``pulsarlab workload run --duration 300`` as a user starts it, once it has acknowledged sends."""
+    proc = subprocess.Popen([sys.executable, "-m", "pulsarlab.cli", "workload", "run", "--out", str(out),
+                             "--state-dir", str(smoke.state_dir), "--rate", str(rate), "--duration", "300"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def acknowledged() -> None:
+        assert proc.poll() is None, proc.communicate()
+        journals = list(out.glob("producer-*"))
+        assert any(p.stat().st_size > 4096 for p in journals), "no sends recorded yet"
+
+    try:
+        eventually(acknowledged, timeout=120, interval=0.5, what="the workload's first recorded sends")
+    except BaseException:
+        proc.kill()
+        raise
+    return proc
+
+
+def test_a_first_ctrl_c_ends_sending_and_the_run_still_completes(smoke: LocalCluster, tmp_path: Path) -> None:
+    """A SIGINT (Ctrl-C) to ``workload run --duration 300`` while it sends ends the send phase
+    there: consumers drain, storage is read back, the command exits 0 long before 300 s, the
+    manifest says why sending ended, and the history verifies clean (what was in flight at the
+    Ctrl-C is not lost)."""
+    out = tmp_path / "run"
+    proc = _workload_cli(smoke, out, rate=300)
+    try:
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, (stdout, stderr)
+    assert time.monotonic() - t0 < 90, "the run did not end soon after the Ctrl-C"
+    assert "sending ended before --duration 300s: interrupted (Ctrl-C)" in stderr
+    manifest = read_manifest(out)
+    assert manifest is not None and manifest.finished and manifest.ended_early == "interrupted (Ctrl-C)"
+    assert manifest.ended_ts is not None and (manifest.ended_ts - manifest.started_ts) / 1e9 < 200
+    verdict = ops.verify_history([out])
+    assert verdict.status == "pass", (verdict.reasons, {k: v for k, v in verdict.counts().items() if v})
+    history = read_history(out)
+    assert pc.sum(pc.equal(history["type"], "ok")).as_py() > 0
+
+
+def test_a_second_ctrl_c_interrupts_and_leaves_no_driver_running(smoke: LocalCluster, tmp_path: Path) -> None:
+    """A second SIGINT while the run drains interrupts it (exit 130, the manifest not finished), and
+    no driver JVM outlives the command (they run in process groups of their own)."""
+    out = tmp_path / "run"
+    proc = _workload_cli(smoke, out, rate=100)
+    try:
+        drivers = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+        proc.send_signal(signal.SIGINT)
+        time.sleep(1)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr
+    manifest = read_manifest(out)
+    assert manifest is not None and not manifest.finished
+    assert len(drivers) >= 2
+    eventually(lambda: _none_alive(drivers), timeout=60, interval=0.5, what="the driver JVMs to exit")
+
+
+def _none_alive(pids: list[int]) -> None:
+    alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert not alive, f"still running: {alive}"

@@ -22,8 +22,8 @@ def test_manifest_has_the_documented_fields_and_reads_back(tmp_path: Path) -> No
     m.write(tmp_path)
     data = json.loads((tmp_path / "_run.json").read_text())
     assert set(data) == {"format", "run", "topic", "partitions", "cluster", "read_clusters", "subscription", "started_ts",
-                         "ended_ts", "finished", "drivers", "consume_cluster", "replication"}
-    assert data["replication"] == {} and data["consume_cluster"] is None
+                         "ended_ts", "finished", "drivers", "consume_cluster", "replication", "ended_early"}
+    assert data["replication"] == {} and data["consume_cluster"] is None and data["ended_early"] is None
     assert data["format"] == 1 and data["finished"] is False and data["ended_ts"] is None
     assert data["drivers"] == [{"name": "p0", "mode": "produce", "part": "producer-p0", "exit_code": 0, "failed": False,
                                 "reason": None}]

@@ -42,8 +42,9 @@ import org.apache.pulsar.client.api.TypedMessageBuilder;
  * every client event into a binary journal that the Python side turns into the Parquet history.
  *
  * <p>Usage: {@code java -cp <classes>:<pulsar lib>/* pulsarlab.driver.Driver CONFIG.json}. The parent
- * talks to it by lines: on stdin {@code start <deadline epoch ms>} (producers begin), {@code drain}
- * (producing is over: consumers stop once idle) and {@code stop}; on stdout {@code @ready},
+ * talks to it by lines: on stdin {@code start <deadline epoch ms>} (producers begin), {@code end}
+ * (producers stop sending before the deadline), {@code drain} (producing is over: consumers stop
+ * once idle) and {@code stop}; on stdout {@code @ready},
  * {@code @counts ...} every 100 ms, {@code @error <text>}, {@code @finished} (a producer's last outcome
  * arrived) and {@code @exit}. End of stdin means the parent is gone: stop.
  *
@@ -60,7 +61,7 @@ public final class Driver {
     final JsonNode cfg;
     final PrintStream out = System.out;
     volatile long deadlineEpochMs = -1;
-    volatile boolean draining, stopping;
+    volatile boolean draining, stopping, ending;
     final long epochNs0, nano0;
 
     Driver(JsonNode cfg) {
@@ -163,6 +164,8 @@ public final class Driver {
             while ((line = in.readLine()) != null) {
                 if (line.startsWith("start ")) {
                     deadlineEpochMs = Long.parseLong(line.substring(6).trim());
+                } else if (line.equals("end")) {
+                    ending = true; // producers: the send phase ends now, in-flight sends still complete
                 } else if (line.equals("drain")) {
                     draining = true;
                 } else if (line.equals("stop")) {
@@ -240,7 +243,7 @@ public final class Driver {
             StringBuilder head = new StringBuilder(64);
             while (!stopping) {
                 long t = System.nanoTime();
-                if (t - deadline >= 0) {
+                if (t - deadline >= 0 || ending) {
                     break;
                 }
                 if (rate > 0) {
