@@ -10,6 +10,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import psutil
 import pytest
 
 from pulsarlab import ops
@@ -37,6 +38,8 @@ EXPECTED_S = {
 _spans: dict[str, list[float]] = {}
 _counts: dict[str, int] = {}
 _busy: dict[str, float] = {}
+_module_s: dict[str, float] = {}  # setup + call + teardown seconds of each module's tests
+_module_cpu: dict[str, float] = {}  # busy CPU seconds of the machine (all cores) meanwhile
 
 
 def _lane() -> None:
@@ -121,11 +124,28 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     tier = tier_of_path(report.nodeid.split("::")[0])
     span = _spans.setdefault(tier, [report.start, report.stop])
     span[0], span[1] = min(span[0], report.start), max(span[1], report.stop)
+    module = report.nodeid.split("::")[0]
+    _module_s[module] = _module_s.get(module, 0.0) + report.duration
     if report.when == "teardown":
         _counts[tier] = _counts.get(tier, 0) + 1
     node = getattr(report, "node", None)
     worker = getattr(getattr(node, "gateway", None), "id", "main")
     _busy[worker] = _busy.get(worker, 0.0) + report.duration
+
+
+def _busy_cpu_s() -> float:
+    t = psutil.cpu_times()
+    return t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    # the machine's busy CPU seconds while each test ran, fixtures' setup and teardown included:
+    # on 2 cores the suite is CPU-bound, so this (not wall time) says what a change can save
+    before = _busy_cpu_s()
+    yield
+    module = item.nodeid.split("::")[0]
+    _module_cpu[module] = _module_cpu.get(module, 0.0) + _busy_cpu_s() - before
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
@@ -140,6 +160,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
             terminalreporter.write_line(f"{t:9s}    0 tests")
     if len(_busy) > 1:
         terminalreporter.write_line("busy time per worker: " + ", ".join(f"{w} {s:.0f} s" for w, s in sorted(_busy.items())))
+    costly = sorted(((s, m) for m, s in _module_s.items() if tier_of_path(m) != "unit"), reverse=True)
+    if costly:
+        terminalreporter.write_line("costliest modules, wall (setup + tests + teardown) / machine CPU seconds: " + ", ".join(
+            f"{Path(m).stem} {s:.0f}/{_module_cpu.get(m, 0.0):.0f}" for s, m in costly[:14]))
 
 
 class ClusterPool:

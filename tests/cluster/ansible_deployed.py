@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -89,9 +90,11 @@ def longest_without_ack(sends, start_ns: int, end_ns: int) -> float:
 
 
 @contextmanager
-def running_workload(deployed: Deployed, topic: str, run: Path, duration: int, rate: int) -> Iterator[subprocess.Popen]:
+def running_workload(deployed: Deployed, topic: str, run: Path, rate: int, duration: int = 1200) -> Iterator[subprocess.Popen]:
     """``pulsarlab workload run`` (broker deduplication on) in the background, given once the
-    topic has a ledger and ten more seconds have passed; killed on the way out if it still runs."""
+    topic has a ledger and ten more seconds have passed; :func:`finish_workload` ends its sending
+    with a Ctrl-C once the caller's operations are over (``duration`` is only a bound); killed on the
+    way out if it still runs."""
     workload = cli("workload", "run", "--state-dir", str(deployed.state_dir), "--out", str(run), "--topic", topic,
                    "--duration", str(duration), "--rate", str(rate), "--deduplication", "--quiet")
     try:
@@ -110,8 +113,13 @@ def running_workload(deployed: Deployed, topic: str, run: Path, duration: int, r
             workload.kill()
 
 
-def finish_workload(workload: subprocess.Popen, run: Path, windows: dict[str, tuple[int, int]], tmp_path: Path) -> None:
-    """Waits for the workload's end, then :func:`verify_windows`."""
+def finish_workload(workload: subprocess.Popen, run: Path, windows: dict[str, tuple[int, int]], tmp_path: Path,
+                    after: float = 10.0) -> None:
+    """``after`` more seconds of traffic past the last window, then a Ctrl-C ends the send phase
+    (consumers drain, storage is read back), then :func:`verify_windows`."""
+    time.sleep(after)
+    assert workload.poll() is None, f"the workload ended on its own before it was asked to: {workload.communicate()[0][-3000:]}"
+    workload.send_signal(signal.SIGINT)
     out, _ = workload.communicate(timeout=600)
     assert workload.returncode == 0, out[-3000:]
     verify_windows(run, windows, tmp_path)

@@ -1,0 +1,88 @@
+"""The playbooks' under-replication wait (``roles/pulsar_node/files/wait_replicated.py``) against a
+bookie HTTP API served here: nothing listed passes at once; a ledger closed without entries that
+stays listed does not hold the wait and is named; a ledger with entries (or open) holds it until
+the timeout, which names it with the bookies of each fragment."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "playbooks" / "roles" / "pulsar_node" / "files" / "wait_replicated.py"
+EU_US = [{"id": "127.0.1.2:3181"}, {"id": "127.0.1.6:3181"}]
+EMPTY = {"closed": True, "lastEntryId": -1, "length": 0, "allEnsembles": {"0": EU_US}}
+FULL = {"closed": True, "lastEntryId": 41, "length": 9000,
+        "allEnsembles": {"0": EU_US, "30": [{"id": "127.0.1.2:3181"}, {"id": "127.0.1.3:3181"}]}}
+OPEN_EMPTY = {**EMPTY, "closed": False}
+
+
+@pytest.fixture
+def bookie() -> Iterator[tuple[str, dict[int, dict]]]:
+    ledgers: dict[int, dict] = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            url = urlparse(self.path)
+            if url.path == "/api/v1/autorecovery/list_under_replicated_ledger":
+                status, body = (200, json.dumps(sorted(ledgers))) if ledgers else (404, "No under replicated ledgers found")
+            else:
+                lid = int(parse_qs(url.query)["ledger_id"][0])
+                status, body = (200, json.dumps({str(lid): ledgers[lid]})) if lid in ledgers else (404, "not found")
+            self.send_response(status)
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", ledgers
+    finally:
+        server.shutdown()
+
+
+def wait(url: str, timeout: float = 0) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), url, str(timeout)], capture_output=True, text=True, timeout=60)
+
+
+def test_nothing_listed_passes(bookie) -> None:
+    proc = wait(bookie[0])
+    assert (proc.returncode, proc.stdout.strip()) == (0, "no ledger is under-replicated")
+
+
+def test_a_closed_ledger_without_entries_does_not_hold_the_wait_and_is_named(bookie) -> None:
+    url, ledgers = bookie
+    ledgers[10] = EMPTY
+    proc = wait(url)
+    assert proc.returncode == 0, proc.stdout
+    assert "still marked, closed without entries (nothing to copy): 10" in proc.stdout
+
+
+@pytest.mark.parametrize("meta", [FULL, OPEN_EMPTY], ids=["closed-with-entries", "open-without-entries"])
+def test_a_ledger_that_may_hold_entries_holds_it_and_is_named_with_its_bookies(bookie, meta: dict) -> None:
+    url, ledgers = bookie
+    ledgers.update({10: EMPTY, 12: meta})
+    proc = wait(url)
+    assert proc.returncode == 1
+    out = proc.stdout
+    assert out.startswith("ledgers still under-replicated after 0 s: 12 (") and "10 (" not in out, out
+    assert "from entry 0: 127.0.1.2:3181, 127.0.1.6:3181" in out
+    if meta is FULL:
+        assert "closed, last entry 41" in out and "from entry 30: 127.0.1.2:3181, 127.0.1.3:3181" in out
+    else:
+        assert "open, last entry -1" in out
+
+
+def test_an_unreachable_bookie_fails_naming_it() -> None:
+    proc = wait("http://127.0.0.1:9", timeout=0)
+    assert proc.returncode == 1 and "could not read the under-replicated ledgers from http://127.0.0.1:9" in proc.stdout
