@@ -8,7 +8,10 @@ min/median of each and the ratio of the medians (smoke / standalone), with each 
 resident memory. ``--sync N`` then brings ``sync`` up N times and prints its per-phase times
 (ZooKeeper, metadata, bookies, rack map, brokers, configure) and peak RSS.
 
-Run: ``python bench/startup.py [--runs 3] [--sync 2] [--prefix 127.0]``
+``--cli`` times smoke the user's way instead: the installed ``pulsarlab up`` command, its own
+Python start included, plus one more round trip.
+
+Run: ``python bench/startup.py [--runs 3] [--sync 2] [--prefix 127.0] [--cli]``
 """
 
 from __future__ import annotations
@@ -105,6 +108,28 @@ def up_once(topology: str, folder: Path, clock: Reporter | None = None) -> Run:
     return Run(seconds, rss.peak)
 
 
+def cli_up_once(topology: str, folder: Path) -> Run:
+    """The user's way: the installed ``pulsarlab up --topology FILE`` (its own Python start
+    included) and then one more message round trip from here, timed from the command's start;
+    taken down afterwards with ``pulsarlab down``."""
+    exe = Path(sys.executable).with_name("pulsarlab")
+    if not exe.exists():
+        raise SystemExit(f"--cli needs the pulsarlab command beside {sys.executable} (pip install -e .)")
+    state_dir = folder / f"state-{time.monotonic_ns()}"
+    with RssSampler(lambda: node_pids(state_dir)) as rss:
+        t0 = time.monotonic()
+        up = subprocess.run([str(exe), "up", "--topology", topology, "--state-dir", str(state_dir), "--quiet"],
+                            capture_output=True, text=True, timeout=READY_TIMEOUT_S)
+        if up.returncode:
+            raise SystemExit(f"pulsarlab up failed (exit {up.returncode}):\n{up.stdout}{up.stderr}")
+        cluster = load(str(state_dir / "topology.yaml"))
+        name = cluster.clusters[0].name
+        roundtrip(name, cluster.service_url(name), READY_TIMEOUT_S - (time.monotonic() - t0))
+        seconds = time.monotonic() - t0
+    subprocess.run([str(exe), "down", "--state-dir", str(state_dir)], capture_output=True, timeout=300)
+    return Run(seconds, rss.peak)
+
+
 def standalone_once(home: Path, address: str, folder: Path) -> Run:
     """``bin/pulsar standalone -nfw -nss`` on ``address`` (its own data folder and ports), timed
     from the process start to the same readiness as a pulsarlab cluster; stopped by its pid."""
@@ -186,6 +211,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3, help="runs of each side, alternating")
     ap.add_argument("--sync", type=int, default=1, help="runs of sync for the per-phase table (0: none)")
     ap.add_argument("--prefix", default="127.0", help="address range of the clusters (127.N)")
+    ap.add_argument("--cli", action="store_true",
+                    help="smoke through the installed pulsarlab command plus a round trip (as users time it)")
     ap.add_argument("--jvm", type=jvm_setting, action="append", default=[], metavar="KEY=VALUE",
                     help="a setting of the topology's jvm: section for both topologies, e.g. class_sharing=false")
     args = ap.parse_args()
@@ -198,7 +225,8 @@ def main() -> None:
         for i in range(args.runs):
             for side in ("smoke", "standalone") if i % 2 == 0 else ("standalone", "smoke"):
                 if side == "smoke":
-                    r = up_once(topology_at("smoke", args.prefix, folder, jvm), folder)
+                    ref = topology_at("smoke", args.prefix, folder, jvm)
+                    r = cli_up_once(ref, folder) if args.cli else up_once(ref, folder)
                     smoke.append(r)
                 else:
                     r = standalone_once(home, f"{args.prefix}.9.1", folder)
@@ -208,7 +236,8 @@ def main() -> None:
                       f"   (load {loadavg:.1f})", flush=True)
         a, b = [r.seconds for r in smoke], [r.seconds for r in standalone]
         if a:
-            print(f"\nsmoke (5 JVMs)        {fmt(a)}   peak RSS {max(r.peak_rss for r in smoke) / GIB:.2f} GiB")
+            label = "smoke (5 JVMs, CLI)" if args.cli else "smoke (5 JVMs)"
+            print(f"\n{label:22s}{fmt(a)}   peak RSS {max(r.peak_rss for r in smoke) / GIB:.2f} GiB")
             print(f"standalone (1 JVM)    {fmt(b)}   peak RSS {max(r.peak_rss for r in standalone) / GIB:.2f} GiB")
             print(f"ratio smoke/standalone (medians) {statistics.median(a) / statistics.median(b):.2f}   target <= 1.00")
 

@@ -29,6 +29,7 @@ from pulsarlab.timeouts import timeout
 from pulsarlab.topology import (
     Security,
     Topology,
+    bound_to,
     cluster_namespace,
     load,
     namespace_of,
@@ -119,14 +120,17 @@ def e2e_check(cluster: Endpoints) -> None:
 
 def up(
     topology: str, runtime: str = "local", state_dir: Path | None = None, dist: str | None = None, say: Say = _quiet,
-    apply: bool = True, image: str | None = None, secure: bool = False,
+    apply: bool = True, image: str | None = None, secure: bool = False, bind: str | None = None,
 ) -> tuple[UpResult, NodeControl]:
     """Bring the topology up. On a cluster already running, nothing starts; its differences from
     the topology are fixed if ``apply``, else only reported (``result.drift``). ``image``: the
     docker runtime's Pulsar image (default: the one ``pulsarlab image build`` makes). ``secure``:
-    the secure profile's defaults for a topology without a ``security:`` section."""
+    the secure profile's defaults for a topology without a ``security:`` section. ``bind``: the
+    one broker's address (:func:`pulsarlab.topology.bound_to`)."""
     options = _runtime_options(runtime, image)
     topo = load_topology(topology, secure)
+    if bind is not None:
+        topo = bound_to(topo, bind)
     state_dir = state_dir or settings.current().cluster_dir(topo.name)
     cluster = node_control(new_deployment(topo, state_dir, runtime, say, **options), f"up on the {runtime} runtime")
     if all(cluster.alive(n.name) for n in topo.nodes) and ClusterState.load(state_dir) is not None:

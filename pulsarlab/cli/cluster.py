@@ -54,6 +54,11 @@ def up(
     monitoring: Annotated[bool, typer.Option("--monitoring", help="also a Prometheus scraping every node")] = False,
     quiet: QuietOpt = False,
     secure: Annotated[bool, typer.Option("--secure", help="token auth, authorization and TLS (docs/security.md)")] = False,
+    bind: Annotated[str | None, typer.Option(
+        "--bind", metavar="ADDRESS",
+        help="put the topology's one broker on this loopback address at its usual ports (localhost: "
+             "pulsar://localhost:6650 and http://localhost:8080, where client test suites look for pulsar standalone)",
+    )] = None,
 ) -> None:
     """Start a real Pulsar cluster and wait until a message goes through it.
 
@@ -64,7 +69,7 @@ def up(
     """
     with reporter(err, quiet) as progress:
         result, cluster = ops.up(topology, runtime, state_dir, distribution, say=progress, apply=apply, image=image,
-                                 secure=secure)
+                                 secure=secure, bind=bind)
     name, where = cluster.topo.name, cluster.state_dir
     if result.already_running:
         if not result.drift:

@@ -32,6 +32,7 @@ from pulsarlab.topology.topics import (
 )
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
+LOCALHOST = "127.0.0.1"
 BUILTINS = ("smoke", "sync", "geo", "active-active")
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "Tenant",
     "Topology",
     "bookie_id",
+    "bound_to",
     "broker_id",
     "builtin_descriptions",
     "cluster_namespace",
@@ -81,3 +83,19 @@ def load(ref: str, loopback: bool = True) -> Topology:
 
 def builtin_descriptions() -> dict[str, str]:
     return {name: load(name).description for name in BUILTINS}
+
+
+def bound_to(topo: Topology, address: str) -> Topology:
+    """The topology with its one broker on ``address`` (``localhost`` is 127.0.0.1), at its own
+    ports: ``pulsar://ADDRESS:6650`` and ``http://ADDRESS:8080`` by default, where ``pulsar
+    standalone`` answers, so client test suites written against standalone find it. Only a
+    topology with one broker can be bound (two brokers cannot share an address and ports); the
+    address must be a loopback one, like every node's."""
+    brokers = topo.nodes_of(Role.BROKER)
+    if len(brokers) != 1:
+        raise TopologyError("nodes", f"--bind puts the one broker of a topology on an address; {topo.name!r} has "
+                                     f"{len(brokers)} brokers (give each an address in the topology file instead)")
+    bound = topo.model_copy(deep=True)
+    bound.node(brokers[0].name).address = LOCALHOST if address == "localhost" else address
+    validate(bound)
+    return bound
