@@ -9,7 +9,6 @@ from pathlib import Path
 from pulsarlab.admin.client import AdminError, admin_of
 from pulsarlab.deployment import Endpoints
 from pulsarlab.errors import StateError, UsageError
-from pulsarlab.security import material
 
 ACTIONS = ("produce", "consume", "functions", "sources", "sinks", "packages")
 _TTL = re.compile(r"(\d+)([smhd])")
@@ -34,6 +33,8 @@ def _secure(cluster: Endpoints):
 def create_token(cluster: Endpoints, role: str, ttl: str | None = None, out: Path | None = None) -> str:
     """A token for ``role`` signed with the deployment's key; with ``out``, written there (0600)."""
     sec = _secure(cluster)
+    from pulsarlab.security import material  # the token code (PyJWT, cryptography): loaded when a token is made
+
     token = material.mint(material.files_of(cluster.state_dir), sec, role, parse_ttl(ttl) if ttl else None)
     if out is not None:
         material.write_private(out, (token + "\n").encode())
@@ -54,7 +55,9 @@ def grant(cluster: Endpoints, role: str, namespace: str, actions: str) -> list[s
     from pulsarlab.topology.model import ROLE_NAME
 
     if not ROLE_NAME.fullmatch(role):
-        raise UsageError(f"not a role name: {role!r} ({material.ROLE_CHARS})")
+        from pulsarlab.security.material import ROLE_CHARS
+
+        raise UsageError(f"not a role name: {role!r} ({ROLE_CHARS})")
     if namespace.count("/") != 1 or not all(namespace.split("/")):
         raise UsageError(f"namespace {namespace!r}: expected <tenant>/<namespace>")
     wanted = parse_actions(actions)

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pulsarlab import ops
+from pulsarlab.cli import lazy
 from pulsarlab.cli.options import JsonOpt, StateDirOpt, err, out
 from pulsarlab.cli.progress import reporter
+
+if TYPE_CHECKING:
+    from pulsarlab import ops
+else:  # loaded on first use: a command pays only for what it runs
+    ops = lazy.module("pulsarlab.ops")
 
 chaos_app = typer.Typer(no_args_is_help=True, help="Inject a fault into the running cluster now (see docs/chaos.md).")
 

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from pulsarlab import ops
+from pulsarlab.cli import lazy
 from pulsarlab.cli.options import ImageOpt, JsonOpt, QuietOpt, StateDirOpt, TopologyOpt, cell, err, out
 from pulsarlab.cli.progress import reporter
 from pulsarlab.errors import CheckFailed
-from pulsarlab.monitoring import service
 from pulsarlab.topology import builtin_descriptions
+
+if TYPE_CHECKING:
+    from pulsarlab import ops
+    from pulsarlab.monitoring import service
+else:  # loaded on first use: a command pays only for what it runs
+    ops = lazy.module("pulsarlab.ops")
+    service = lazy.module("pulsarlab.monitoring.service")
 
 node_app = typer.Typer(no_args_is_help=True, help="Operate one node of the running cluster.")
 

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pulsarlab import ops
+from pulsarlab.cli import lazy
 from pulsarlab.cli.options import StateDirOpt, TopologyOpt, out
-from pulsarlab.compose_files import write_compose_files
 from pulsarlab.topology import BUILTINS, load
+
+if TYPE_CHECKING:
+    from pulsarlab import compose_files, ops
+else:  # loaded on first use: a command pays only for what it runs
+    compose_files = lazy.module("pulsarlab.compose_files")
+    ops = lazy.module("pulsarlab.ops")
 
 compose_app = typer.Typer(no_args_is_help=True,
                           help="Compose files that bring up a topology, configured, with plain Docker Compose.")
@@ -29,7 +34,7 @@ def write_cmd(
     """
     refs = topologies or list(BUILTINS)
     topos = {Path(r).stem if r.endswith((".yaml", ".yml")) else r: load(r) for r in refs}
-    for path in write_compose_files(topos, out_dir):
+    for path in compose_files.write_compose_files(topos, out_dir):
         out.print(str(path), highlight=False)
 
 

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from pulsarlab import ops
+from pulsarlab.cli import lazy
 from pulsarlab.cli.options import JsonOpt, StateDirOpt, cell, err, out, print_whole
 from pulsarlab.errors import CheckFailed
+
+if TYPE_CHECKING:
+    from pulsarlab import ops
+else:  # loaded on first use: a command pays only for what it runs
+    ops = lazy.module("pulsarlab.ops")
 
 inspect_app = typer.Typer(no_args_is_help=True, help="Look at where the running cluster keeps things.")
 

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from pulsarlab import ops
+from pulsarlab.cli import lazy
 from pulsarlab.cli.options import JsonOpt, StateDirOpt, out
 from pulsarlab.errors import CheckFailed, Inconclusive
-from pulsarlab.monitoring import service
+from pulsarlab.monitoring.targets import DEFAULT_PORT
+
+if TYPE_CHECKING:
+    from pulsarlab import ops
+    from pulsarlab.monitoring import service
+else:  # loaded on first use: a command pays only for what it runs
+    ops = lazy.module("pulsarlab.ops")
+    service = lazy.module("pulsarlab.monitoring.service")
 
 monitoring_app = typer.Typer(no_args_is_help=True, help="Prometheus for the running cluster (and Grafana provisioning for it).")
 
@@ -20,7 +27,7 @@ PortOpt = Annotated[int, typer.Option("--port", help="Prometheus's port (on <pre
 
 
 @monitoring_app.command("up")
-def up_cmd(state_dir: StateDirOpt = None, port: PortOpt = service.DEFAULT_PORT, as_json: JsonOpt = False) -> None:
+def up_cmd(state_dir: StateDirOpt = None, port: PortOpt = DEFAULT_PORT, as_json: JsonOpt = False) -> None:
     """Start Prometheus for the running cluster and wait until every node's target is up.
 
     Running again rewrites its configuration and reloads it. Exit code: 0 every target up, 1 Prometheus

@@ -5,18 +5,24 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
+from pulsarlab.cli import lazy
 from pulsarlab.cli.handler import exit_with
 from pulsarlab.cli.options import JsonOpt, err, out, print_whole
 from pulsarlab.cli.progress import reporter
 from pulsarlab.errors import UsageError
-from pulsarlab.scenarios import batch, model
-from pulsarlab.scenarios.runner import Lab
-from pulsarlab.scenarios.verdict import ScenarioVerdict
+
+if TYPE_CHECKING:
+    from pulsarlab.scenarios import batch, model, runner
+    from pulsarlab.scenarios.verdict import ScenarioVerdict
+else:  # loaded on first use: a command pays only for what it runs
+    batch = lazy.module("pulsarlab.scenarios.batch")
+    model = lazy.module("pulsarlab.scenarios.model")
+    runner = lazy.module("pulsarlab.scenarios.runner")
 
 scenario_app = typer.Typer(no_args_is_help=True, help="Fault scenarios on fresh clusters, judged with RPO and RTO.")
 
@@ -81,7 +87,7 @@ def run_cmd(
     from pulsarlab import ops
 
     ops._check_runtime(runtime)
-    lab = Lab(ops.up, ops.default_topic, ops.workload_run)  # what a scenario run composes
+    lab = runner.Lab(ops.up, ops.default_topic, ops.workload_run)  # what a scenario run composes
     refs = list(scenarios or [])
     if run_all == bool(refs):
         raise UsageError("name the scenario(s) to run, or pass --all (not both)")

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pulsarlab import ops
-from pulsarlab.admin import credentials
+from pulsarlab.cli import lazy
 from pulsarlab.cli.options import StateDirOpt, out
+
+if TYPE_CHECKING:
+    from pulsarlab import ops
+    from pulsarlab.admin import credentials
+else:  # loaded on first use: a command pays only for what it runs
+    ops = lazy.module("pulsarlab.ops")
+    credentials = lazy.module("pulsarlab.admin.credentials")
 
 token_app = typer.Typer(help="JWT tokens of a secure cluster", no_args_is_help=True)
 

@@ -7,14 +7,19 @@ import json
 import sys
 import time
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
-from pulsarlab import ops
+from pulsarlab.cli import lazy
 from pulsarlab.cli.options import JsonOpt, StateDirOpt, TopologyOpt, out
 from pulsarlab.errors import CheckFailed, UsageError
+
+if TYPE_CHECKING:
+    from pulsarlab import ops
+else:  # loaded on first use: a command pays only for what it runs
+    ops = lazy.module("pulsarlab.ops")
 
 
 class EnvFormat(StrEnum):

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pulsarlab import ops
+from pulsarlab.cli import lazy
 from pulsarlab.cli.handler import exit_with
 from pulsarlab.cli.options import JsonOpt, QuietOpt, err, out, print_whole
 from pulsarlab.cli.progress import reporter
+
+if TYPE_CHECKING:
+    from pulsarlab import ops
+else:  # loaded on first use: a command pays only for what it runs
+    ops = lazy.module("pulsarlab.ops")
 
 
 def verify_cmd(

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pulsarlab import ops
+from pulsarlab.cli import lazy
 from pulsarlab.cli.options import QuietOpt, StateDirOpt, err, out
 from pulsarlab.cli.progress import reporter
 from pulsarlab.errors import UsageError, WorkloadFailed
-from pulsarlab.history.faults import FAULTS_FILE
-from pulsarlab.workload.run import Counters
+
+if TYPE_CHECKING:
+    from pulsarlab import ops
+    from pulsarlab.workload.run import Counters
+else:  # loaded on first use: a command pays only for what it runs
+    ops = lazy.module("pulsarlab.ops")
 
 workload_app = typer.Typer(no_args_is_help=True, help="Drive recorded traffic through the running cluster.")
 
@@ -87,6 +91,8 @@ def workload_run(
         raise WorkloadFailed(f"{len(result.failed)} driver(s) failed: the history in {result.out} "
                              "lacks evidence (its verdict will be inconclusive)")
     if schedule is not None and (schedule.errors or len(schedule.faults) < len(fault or [])):
+        from pulsarlab.history.faults import FAULTS_FILE
+
         ran = len(schedule.faults) - len(schedule.errors)
         raise WorkloadFailed("; ".join([*(f"fault {e}" for e in schedule.errors),
                                         f"{ran} of {len(fault or [])} fault(s) ran (see {result.out / FAULTS_FILE})"]))

@@ -46,6 +46,7 @@ strings are missing.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import struct
@@ -90,7 +91,11 @@ ACK_FAIL, SUBSCRIBE, SCAN = 9, 10, 11
 KIND_OP: Final = [None, "send", "send", "send", "send", "receive", "ack", "nack", "read", "ack", "subscribe", "scan"]
 KIND_TYPE: Final = [None, "invoke", "ok", "fail", "info", None, "ok", None, None, "fail", None, None]
 CONSTANT_COLUMNS: Final = ("producer", "topic", "cluster", "region", "consumer", "subscription", "node", "run")
-_HEX_BYTES: Final = pa.array([f"{i:02x}" for i in range(256)])
+@functools.cache
+def _hex_bytes() -> pa.Array:
+    # built on first use: converting a Python list makes pyarrow import pandas (0.4 s), which
+    # every command importing the history would otherwise pay at its start
+    return pa.array([f"{i:02x}" for i in range(256)], type=pa.string())
 
 
 def write_meta(base: Path, constants: dict[str, str | None]) -> None:
@@ -168,7 +173,7 @@ def read_events(base: Path) -> pa.Table:
 def _hex32(values: pa.Array) -> pa.Array:
     """Unsigned 32-bit values as 8 lowercase hex digits, vectorised (null stays null)."""
     v = values.cast(pa.int64())
-    parts = [pc.take(_HEX_BYTES, pc.bit_wise_and(pc.shift_right(v, shift), 0xFF)) for shift in (24, 16, 8, 0)]
+    parts = [pc.take(_hex_bytes(), pc.bit_wise_and(pc.shift_right(v, shift), 0xFF)) for shift in (24, 16, 8, 0)]
     return pc.binary_join_element_wise(*parts, "")
 
 

@@ -22,14 +22,13 @@ import requests
 
 from pulsarlab import settings
 from pulsarlab.errors import PulsarlabError, UsageError
-from pulsarlab.monitoring.targets import scrape_targets
+from pulsarlab.monitoring.targets import DEFAULT_PORT, scrape_targets
 from pulsarlab.render import template_env
 from pulsarlab.runtime.state import ProcessRecord
 from pulsarlab.runtime.waits import wait_for
 from pulsarlab.security.material import files_of
 from pulsarlab.topology import Topology
 
-DEFAULT_PORT = 9090
 SCRAPE_INTERVAL_S = 5
 READY_TIMEOUT_S = 60
 INSTALL_HINT = ("install it (Debian/Ubuntu: apt-get install prometheus; the service it installs need not run) "

@@ -14,7 +14,7 @@ from pulsarlab.chaos import actions as chaos
 from pulsarlab.cli import app
 from pulsarlab.history import write_table
 from pulsarlab.history.faults import FAULTS_FILE, FaultJournal, FaultRow
-from pulsarlab.scenarios import ScenarioError, builtin_names, load, parse_scenario
+from pulsarlab.scenarios.model import ScenarioError, builtin_names, load, parse_scenario
 from pulsarlab.scenarios.rto import rto_of_run
 from pulsarlab.scenarios.verdict import ScenarioVerdict, judge
 from pulsarlab.topology import load as load_topology

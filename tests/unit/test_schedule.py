@@ -15,7 +15,7 @@ from pulsarlab.chaos.actions import Done, Fault, check
 from pulsarlab.chaos.schedule import Scheduler
 from pulsarlab.history import part_files, write_table
 from pulsarlab.history.faults import FAULTS_FILE, read_faults
-from pulsarlab.scenarios import parse_scenario
+from pulsarlab.scenarios.model import parse_scenario
 from pulsarlab.scenarios.runner import schedule_steps
 from pulsarlab.topology import load
 

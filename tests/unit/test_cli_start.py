@@ -1,0 +1,29 @@
+"""The CLI's own start: parsing a command loads none of the heavy libraries (pyarrow, pandas,
+PySpark, python-on-whales, the token and certificate code); a command loads what it runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+HEAVY = ("pyarrow", "pandas", "pyspark", "numpy", "python_on_whales", "jwt", "cryptography", "kazoo")
+
+
+def loaded_after(code: str) -> list[str]:
+    probe = f"import sys\n{code}\nimport json\nprint(json.dumps(sorted(m for m in {list(HEAVY)!r} if m in sys.modules)))"
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_help_loads_nothing_heavy() -> None:
+    code = ("from typer.testing import CliRunner\nfrom pulsarlab.cli import app\n"
+            "r = CliRunner().invoke(app, ['--help'])\nassert r.exit_code == 0 and 'workload' in r.output, r.output")
+    assert loaded_after(code) == []
+
+
+def test_a_command_loads_what_it_runs() -> None:
+    code = ("from typer.testing import CliRunner\nfrom pulsarlab.cli import app\n"
+            "r = CliRunner().invoke(app, ['scenario', 'list', '--json'])\nassert r.exit_code == 0, r.output")
+    assert "pyarrow" in loaded_after(code)  # scenarios name faults, whose history is Parquet
