@@ -5,13 +5,14 @@ alternating with it, ``bin/pulsar standalone -nfw -nss`` (one JVM: no functions 
 storage) from the same resolved distribution, each to the same readiness: the admin API answers
 ``/admin/v2/brokers/health`` and a message is produced and consumed back. Prints every run, then
 min/median of each and the ratio of the medians (smoke / standalone), with each side's peak
-resident memory. ``--sync N`` then brings ``sync`` up N times and prints its per-phase times
-(ZooKeeper, metadata, bookies, rack map, brokers, configure) and peak RSS.
+resident memory. ``--sync N`` and ``--geo N`` then bring ``sync`` and ``geo`` up N times each and
+print their per-phase times (ZooKeeper, metadata, bookies, rack map, brokers, configure, first
+message) with min/median, the goal and peak RSS.
 
 ``--cli`` times smoke the user's way instead: the installed ``pulsarlab up`` command, its own
 Python start included, plus one more round trip.
 
-Run: ``python bench/startup.py [--runs 3] [--sync 2] [--prefix 127.0] [--cli]``
+Run: ``python bench/startup.py [--runs 3] [--sync 2] [--geo 2] [--prefix 127.0] [--cli]``
 """
 
 from __future__ import annotations
@@ -195,11 +196,35 @@ class Phases:
             "rack map": ["racks"],
             "brokers": nodes_by_role[Role.BROKER],
             "configure": ["configure"],
+            "first message": [k for k in clock.began if k.startswith("e2e-")],
         }
         for name, keys in groups.items():
             s = span(keys)
             if s is not None:
                 self.spans.setdefault(name, []).append(s)
+
+
+TARGET_S = {"sync": 10.0, "geo": 20.0}  # the goals for ready, configured and a first message
+
+
+def phase_table(name: str, runs: int, topo_ref: str, folder: Path) -> None:
+    """Bring ``topo_ref`` up ``runs`` times; print each run and the table of its phases."""
+    topo = load(topo_ref)
+    by_role = {r: [n.name for n in topo.nodes_of(r)] for r in Role}
+    phases, totals, peaks = Phases(), [], []
+    for i in range(runs):
+        clock = PhaseClock()
+        r = up_once(topo_ref, folder, clock)
+        phases.add(clock, by_role)
+        totals.append(r.seconds)
+        peaks.append(r.peak_rss)
+        print(f"{name} run {i + 1}: ready and configured in {r.seconds:.1f} s, peak RSS {r.peak_rss / GIB:.2f} GiB",
+              flush=True)
+    print(f"\n{name + ' phase':20s}" + "   ".join(f"run {i + 1:d}" for i in range(runs)))
+    for phase, values in phases.spans.items():
+        print(f"  {phase:16s}  " + "   ".join(f"{v:5.1f}" for v in values))
+    print(f"  {'total':16s}  " + "   ".join(f"{v:5.1f}" for v in totals)
+          + f"     {fmt(totals)}; target <= {TARGET_S[name]:.1f} s; peak RSS {max(peaks) / GIB:.2f} GiB\n")
 
 
 def fmt(values: list[float]) -> str:
@@ -210,6 +235,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3, help="runs of each side, alternating")
     ap.add_argument("--sync", type=int, default=1, help="runs of sync for the per-phase table (0: none)")
+    ap.add_argument("--geo", type=int, default=0, help="runs of geo for the per-phase table (0: none)")
     ap.add_argument("--prefix", default="127.0", help="address range of the clusters (127.N)")
     ap.add_argument("--cli", action="store_true",
                     help="smoke through the installed pulsarlab command plus a round trip (as users time it)")
@@ -241,23 +267,9 @@ def main() -> None:
             print(f"standalone (1 JVM)    {fmt(b)}   peak RSS {max(r.peak_rss for r in standalone) / GIB:.2f} GiB")
             print(f"ratio smoke/standalone (medians) {statistics.median(a) / statistics.median(b):.2f}   target <= 1.00")
 
-        if args.sync:
-            topo_ref = topology_at("sync", args.prefix, folder, jvm)
-            topo = load(topo_ref)
-            by_role = {r: [n.name for n in topo.nodes_of(r)] for r in Role}
-            phases, totals, peaks = Phases(), [], []
-            for i in range(args.sync):
-                clock = PhaseClock()
-                r = up_once(topo_ref, folder, clock)
-                phases.add(clock, by_role)
-                totals.append(r.seconds)
-                peaks.append(r.peak_rss)
-                print(f"sync run {i + 1}: ready and configured in {r.seconds:.1f} s, peak RSS {r.peak_rss / GIB:.2f} GiB")
-            print("\nsync phase          " + "   ".join(f"run {i + 1:d}" for i in range(args.sync)))
-            for name, values in phases.spans.items():
-                print(f"  {name:16s}  " + "   ".join(f"{v:5.1f}" for v in values))
-            print(f"  {'total':16s}  " + "   ".join(f"{v:5.1f}" for v in totals)
-                  + f"     target <= 20.0 s; peak RSS {max(peaks) / GIB:.2f} GiB")
+        for name, runs in (("sync", args.sync), ("geo", args.geo)):
+            if runs:
+                phase_table(name, runs, topology_at(name, args.prefix, folder, jvm), folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
