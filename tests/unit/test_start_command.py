@@ -35,5 +35,5 @@ def test_every_runtime_starts_a_node_with_its_roles_command(role: Role, tmp_path
 def test_the_playbooks_take_the_command_from_the_inventory() -> None:
     defaults = yaml.safe_load((REPO / "playbooks/roles/pulsar_node/defaults/main.yml").read_text())
     assert "pulsar_node_command" not in defaults  # a default would be a second, silent answer
-    start = (REPO / "playbooks/roles/pulsar_node/tasks/start.yml").read_text()
-    assert "bin/pulsar-daemon start {{ pulsar_node_command }}" in start
+    launch = (REPO / "playbooks/roles/pulsar_node/tasks/launch.yml").read_text()
+    assert "bin/pulsar-daemon start {{ pulsar_node_command }}" in launch
