@@ -63,6 +63,16 @@ class Deployed:
                 out[name] = found.pop() if len(found) == 1 else str(sorted(found))
         return out
 
+    def failed(self, play: Play, tail: int = 8000) -> str:
+        """A failed play's output with what each node's host says: its JVM's pid, and for a node
+        without one the tail of its log (journal under systemd), so a flake can be told apart."""
+        lines = [play.output[-tail:], "--- the nodes after the play:"]
+        for node, pid in self.pids().items():
+            lines.append(f"{node}: {'JVM pid ' + pid if pid else 'no JVM runs'}")
+            if not pid:
+                lines.append(node_log_tail(self, node))
+        return "\n".join(lines)
+
     def url(self, name: str, port: str) -> str:
         topo = self.hosts.topo
         return f"http://{topo.address_of(topo.node(name))}:{topo.node(name).port(port)}"
@@ -74,6 +84,16 @@ class Deployed:
 def jvm_pid(deployed: Deployed, node: str) -> str:
     proc = docker(deployed.hosts.docker_host, "exec", deployed.hosts.name(node), "pgrep", "-f", f"[-]Dpulsarlab.node={node} ")
     return proc.stdout.strip()
+
+
+def node_log_tail(deployed: Deployed, node: str, lines: int = 40) -> str:
+    host = deployed.hosts
+    if node in host.systemd:
+        cmd = ["journalctl", "--no-pager", "-n", str(lines), "-u", f"pulsar-{node}"]
+    else:
+        cmd = ["sh", "-c", f"tail -n {lines} /var/lib/pulsarlab/nodes/{node}/logs/*"]
+    proc = docker(host.docker_host, "exec", host.name(node), *cmd)
+    return proc.stdout + proc.stderr
 
 
 def cli(*args: str, **kw) -> subprocess.Popen:
