@@ -399,6 +399,7 @@ def verify_history(
 ):
     """Run the PySpark verifier over one or several history folders judged as one (Spark is
     imported only here: it is slow to load)."""
+    from pulsarlab.history import not_a_history
     from pulsarlab.verify import Expectations, verify
 
     missing = [str(d) for d in directories if not d.is_dir()]
@@ -411,6 +412,9 @@ def verify_history(
     except (ValueError, yaml.YAMLError) as exc:  # pydantic's ValidationError is a ValueError
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UsageError(f"expectations file {expectations}: {first}") from None
+    for d in directories:  # before Spark starts: a folder that is no history is a usage error
+        if (problem := not_a_history(d)) is not None:
+            raise UsageError(problem)
     return verify(
         directories, master=master, expect=expect, out=out, driver_memory=driver_memory, executor_python=executor_python,
         progress=progress,

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pulsarlab.history.journal import journal_bases, journal_to_parquet
+from pulsarlab.history.manifest import MANIFEST
 from pulsarlab.history.schema import (
     ACK_TYPES,
     COLUMNS,
@@ -40,6 +41,7 @@ __all__ = [
     "SEND_TYPES",
     "HistoryWriter",
     "conform",
+    "not_a_history",
     "part_files",
     "read_history",
     "read_journal",
@@ -68,3 +70,20 @@ def read_history(directory: str | os.PathLike[str], *, recover: bool = True) -> 
         recover_journals(directory)
     tables = [pq.read_table(p, schema=SCHEMA) for p in part_files(directory)]
     return pa.concat_tables(tables) if tables else SCHEMA.empty_table()
+
+
+def not_a_history(directory: str | os.PathLike[str], look_inside: bool = True) -> str | None:
+    """Why ``directory`` holds no run history, in one line; None when it holds one. A history has
+    Parquet parts, a journal its writer left, or the run's manifest; a folder whose sub-folders
+    are histories (``scenario run --out``, a matrix) is named with them."""
+    d = Path(directory)
+    if not d.is_dir():
+        return f"no history folder {d}"
+    if (d / MANIFEST).is_file() or any(d.glob(f"*{PART_SUFFIX}")) or any(d.glob(f"*{JOURNAL_SUFFIX}")) or journal_bases(d):
+        return None
+    inside = sorted(p.name for p in d.iterdir() if look_inside and p.is_dir() and not_a_history(p, look_inside=False) is None)
+    if inside:
+        shown = ", ".join(inside[:5]) + (", ..." if len(inside) > 5 else "")
+        return f"{d} holds histories in its folders ({shown}), not one of its own: give each folder, e.g. {d / inside[0]}"
+    return (f"{d} is not a run history: no history parts (*{PART_SUFFIX}), journal or {MANIFEST} in it "
+            "('pulsarlab workload run --out DIR' writes one)")

@@ -72,6 +72,13 @@ class Expectations:
         unknown_keys = set(data) - {"forbid", "allow", "forbid_only"}
         if unknown_keys:
             raise ValueError(f"unknown expectation keys: {sorted(unknown_keys)}")
+        for key in ("forbid", "allow", "forbid_only"):  # a misspelt name is an error, never a silent allowance
+            names = data.get(key, [])
+            if not isinstance(names, list | tuple | set | frozenset) or not all(isinstance(n, str) for n in names):
+                raise ValueError(f"{key} must be a list of check names, not {names!r}")
+            unknown = sorted(set(names) - set(CHECKS))
+            if unknown:
+                raise ValueError(f"unknown check(s) in {key}: {', '.join(unknown)}; known: {', '.join(CHECKS)}")
         base = set(data["forbid_only"]) if "forbid_only" in data else set(DEFAULT_FORBIDDEN)
         forbidden = (base | set(data.get("forbid", ()))) - set(data.get("allow", ()))
         return cls(frozenset(forbidden))

@@ -178,3 +178,37 @@ def test_logs_follow_ends_at_ctrl_c_with_exit_0(stopped: Path) -> None:
             proc.kill()
     assert proc.returncode == 0, err
     assert "Traceback" not in err
+
+
+def test_verify_on_a_folder_that_is_no_history_is_a_usage_error_before_spark(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("not a history")
+    scenario_out = tmp_path / "runs"  # as 'scenario run --out' leaves it: one history per folder
+    (scenario_out / "sync-bookie-loss").mkdir(parents=True)
+    (scenario_out / "sync-bookie-loss" / "_run.json").write_text("{}")
+    for folder, says in ((empty, "is not a run history"), (tmp_path / "other", "is not a run history"),
+                         (scenario_out, f"give each folder, e.g. {scenario_out / 'sync-bookie-loss'}")):
+        started = time.monotonic()
+        result = runner.invoke(app, ["verify", str(folder)])
+        assert result.exit_code == 2, result.output
+        assert says in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert time.monotonic() - started < 10  # no JVM was started
+        assert not (folder / "spark.log").exists() and not (folder / "verdict.json").exists()
+
+
+@pytest.mark.parametrize("doc, says", [
+    ({"allow": ["lsot"]}, "unknown check(s) in allow: lsot"),
+    ({"forbid_only": ["lost", "duplicated"]}, "unknown check(s) in forbid_only: duplicated"),
+    ({"allow": "lost"}, "allow must be a list of check names"),
+])
+def test_an_expectation_naming_no_known_check_is_an_error(doc: dict, says: str, tmp_path: Path) -> None:
+    history = tmp_path / "history"
+    history.mkdir()
+    expect = tmp_path / "expect.json"
+    expect.write_text(json.dumps(doc))
+    result = runner.invoke(app, ["verify", str(history), "--expect", str(expect)])
+    assert result.exit_code == 2, result.output
+    assert says in result.stderr, result.stderr
+    assert "known: lost, " in result.stderr or "unknown" not in says  # the right names are offered
