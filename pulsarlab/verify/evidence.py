@@ -40,6 +40,8 @@ class Scan:
     last: str | None
     end: str | None
     error: str | None
+    file: str = ""
+    rows: int | None = None  # the ``read`` rows of this cluster and partition in the same file
 
     @property
     def problem(self) -> str | None:
@@ -67,24 +69,55 @@ class Evidence:
 
 
 def read_scans(paths: list[str]) -> list[Scan]:
-    """Every ``scan`` row of the given part files (the files that hold reads are few and scan rows fewer)."""
+    """Every ``scan`` row of the given part files (the files that hold reads are few and scan rows
+    fewer), each with the number of ``read`` rows its file holds for the same cluster and partition."""
     out = []
     for path in paths:
         names = set(pq.read_schema(path).names)
         table = pq.read_table(path, columns=[c for c in SCAN_COLUMNS if c in names])
+        reads = table.filter(pc.equal(table.column("op"), "read")).select(["cluster", "topic"])
+        counted = reads.group_by(["cluster", "topic"]).aggregate([("cluster", "count", pc.CountOptions("all"))])
+        rows = {(r["cluster"] or "", r["topic"] or ""): r["cluster_count"] for r in counted.to_pylist()}
         table = table.filter(pc.equal(table.column("op"), "scan"))
         for r in table.to_pylist():
-            out.append(
-                Scan(
-                    r.get("cluster") or "",
-                    r.get("topic") or "",
-                    r.get("read_index") or 0,
-                    r.get("message_id"),
-                    r.get("end_message_id"),
-                    r.get("error"),
-                )
-            )
+            cluster, topic = r.get("cluster") or "", r.get("topic") or ""
+            out.append(Scan(cluster, topic, r.get("read_index") or 0, r.get("message_id"), r.get("end_message_id"),
+                            r.get("error"), file=str(path), rows=rows.get((cluster, topic), 0)))
     return out
+
+
+def contradictions(scans: list[Scan]) -> list[str]:
+    """A file whose ``scan`` rows say more (or fewer) messages were read than the ``read`` rows it
+    holds contradicts itself (cut short by a full disk, a killed copy): one line per partition."""
+    said: dict[tuple[str, str, str], int] = {}
+    held: dict[tuple[str, str, str], int] = {}
+    for s in scans:
+        if s.rows is None:
+            continue
+        key = (s.file, s.cluster, s.topic)
+        said[key] = said.get(key, 0) + s.read
+        held[key] = s.rows
+    out = []
+    for (file, cluster, topic), n in sorted(said.items()):
+        if n != held[(file, cluster, topic)]:
+            out.append(f"{file}: its scan of {topic} on cluster {cluster or '?'} says {n} message(s) were read, "
+                       f"but the file holds {held[(file, cluster, topic)]} read row(s) for it")
+    return out
+
+
+def readable_parts(paths: list[Path]) -> tuple[list[Path], list[str]]:
+    """The part files whose Parquet footer can be read, and a reason for each that cannot (a file
+    cut short or not Parquet at all): judged without it, a verdict could only guess."""
+    good, reasons = [], []
+    for path in paths:
+        try:
+            pq.read_metadata(path)
+        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+            reasons.append(f"history part {path} cannot be read ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}):"
+                           " truncated or not Parquet; the verdict leaves it out")
+        else:
+            good.append(path)
+    return good, reasons
 
 
 def read_manifests(directories: list[Path]) -> list[dict[str, Any]]:
@@ -135,6 +168,7 @@ def judge(dims: Dims, scans: list[Scan], manifests: list[dict[str, Any]]) -> Evi
                 why = d.get("reason") or "no reason given"
                 ev.reasons.append(f"run {run}: driver {d.get('name')} ({d.get('mode')}) failed: {why}")
                 ev.producer_failed = ev.producer_failed or d.get("mode") == "produce"
+    ev.reasons += contradictions(scans)
     sent = {scope for scopes in dims.scopes.values() for scope in scopes}
     sent_topics = {topic for _, topic in sent}
     replicas = {(c, t) for t, clusters in replication_targets(manifests).items() if t in sent_topics for c in clusters}

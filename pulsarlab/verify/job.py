@@ -46,7 +46,7 @@ from pulsarlab.verify import aggregate, checks, exchange, merge, plan
 from pulsarlab.verify import events as ev
 from pulsarlab.verify.dims import MAX_CLUSTERS, base_topic, column_range, read_dims
 from pulsarlab.verify.events import NO_SEQ, Context, Unit
-from pulsarlab.verify.evidence import judge, read_manifests, read_scans, replication_targets
+from pulsarlab.verify.evidence import judge, read_manifests, read_scans, readable_parts, replication_targets
 from pulsarlab.verify.model import CHECKS, MAX_EXAMPLES, Check, Expectations, Verdict
 from pulsarlab.verify.plan import BY_CLUSTER_SEP, Example, Plan, add_found
 from pulsarlab.verify.session import SPARK_LOG_NAME, spark_session
@@ -118,11 +118,12 @@ class _Job:
         self.directories = directories
         self.expect = expect
         self.notes: list[str] = []
-        self.paths = sorted(p for d in directories for p in part_files(d))
+        self.paths, unreadable = readable_parts(sorted(p for d in directories for p in part_files(d)))
         self.d = read_dims(self.paths)
         scans = read_scans([p for ops, paths in self.d.files.items() if "scan" in ops for p in paths])
         self.manifests = read_manifests(directories)
         self.evidence = judge(self.d, scans, self.manifests)
+        self.evidence.reasons[:0] = unreadable
         if not self.paths:
             self.evidence.reasons.insert(0, "empty history: no Parquet parts in " + ", ".join(map(str, directories)))
         elif not self.d.producers:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pulsarlab.history import HistoryWriter, write_table
+from pulsarlab.history import HistoryWriter, part_files, write_table
 from pulsarlab.verify import CHECKS, VERDICT_FILE, Expectations, Verdict, verify
 
 S = 1_000_000_000  # ns per second
@@ -310,7 +310,6 @@ def test_expectations_overrides() -> None:
 
 
 def test_dimensions_come_from_the_parquet_files_without_spark(tmp_path: Path) -> None:
-    from pulsarlab.history import part_files
     from pulsarlab.verify.dims import read_dims
 
     parts = clean_history()
@@ -374,6 +373,26 @@ def test_scan_that_stopped_early_or_short_of_the_end_is_inconclusive(spark, tmp_
     assert any("stalled after 5 messages" in r for r in first.reasons)
     second = run(tmp_path / "b", short)
     assert second.status == "inconclusive" and any("but the end is 7:9:-1:-1" in r for r in second.reasons)
+
+
+def test_a_read_back_file_holding_fewer_reads_than_its_scan_says_is_inconclusive(spark, tmp_path: Path) -> None:
+    def cut_short(parts: dict[str, list[Row]]) -> None:  # the file lost its last reads (a full disk, a killed copy)
+        scan = parts["read-c1"].pop()
+        parts["read-c1"] = parts["read-c1"][:4] + [scan]
+
+    verdict = run(tmp_path, cut_short)
+    assert verdict.status == "inconclusive" and verdict.exit_code == 3, verdict.reasons
+    assert any(r.endswith(f"its scan of {TOPIC} on cluster c1 says 10 message(s) were read, but the file holds 4 read "
+                          "row(s) for it") and "read-c1" in r for r in verdict.reasons), verdict.reasons
+
+
+def test_a_truncated_part_file_is_named_and_the_verdict_inconclusive(spark, tmp_path: Path) -> None:
+    history = write_parts(tmp_path / "run", clean_history())
+    [consumer] = [p for p in part_files(history) if p.name.startswith("consumer-c0")]
+    consumer.write_bytes(consumer.read_bytes()[: consumer.stat().st_size // 2])  # a copy killed half-way
+    verdict = verify(history)
+    assert verdict.status == "inconclusive" and verdict.exit_code == 3, verdict.reasons
+    assert any(r.startswith(f"history part {consumer} cannot be read") for r in verdict.reasons), verdict.reasons
 
 
 def test_empty_partition_scan_is_complete(spark, tmp_path: Path) -> None:
@@ -491,6 +510,7 @@ def test_verify_command_exit_codes(spark, tmp_path: Path) -> None:
     clean = write_parts(tmp_path / "clean", clean_history())
     parts = clean_history()
     parts["read-c1"].remove(find(parts["read-c1"], producer="p1", seq=2))
+    parts["read-c1"][-1]["read_index"] = 9  # the scan read one message fewer: a loss, not a file cut short
     lossy = write_parts(tmp_path / "lossy", parts)
     parts = clean_history()
     del parts["read-c1"]
