@@ -133,6 +133,24 @@ def running_workload(deployed: Deployed, topic: str, run: Path, rate: int, durat
             workload.kill()
 
 
+@dataclass
+class Recorded:
+    """One workload recorded across several tests: each adds the window of its plays."""
+
+    workload: subprocess.Popen
+    topic: str
+    run: Path
+    windows: dict[str, tuple[int, int]]
+
+    @contextmanager
+    def window(self, name: str) -> Iterator[None]:
+        t0 = time.time_ns()
+        try:
+            yield
+        finally:
+            self.windows[name] = (t0, time.time_ns())
+
+
 def finish_workload(workload: subprocess.Popen, run: Path, windows: dict[str, tuple[int, int]], tmp_path: Path,
                     after: float = 10.0) -> None:
     """``after`` more seconds of traffic past the last window, then a Ctrl-C ends the send phase

@@ -1,17 +1,16 @@
 """The playbooks on container hosts: ``deploy.yml`` and ``configure.yml`` put ``sync`` onto nine of
 ten containers (one per node, each on its own loopback address); placement is proven and
 messages go through pulsarlab; a second deploy restarts only the node whose file changed and
-changes nothing else; the rolling-restart and replace-bookie runbooks run under a recorded workload
-that the verifier then judges; add-bookie brings in the tenth host; the region failover drill and the
-upgrade (every node onto another distribution, one at a time) run under a workload too. One
-deployment for the module (helpers in ansible_deployed.py)."""
+changes nothing else; add-bookie brings in the tenth host. One recorded workload runs from the
+rolling-restart and replace-bookie runbooks through the region failover drill to the upgrade
+(every node onto another distribution, one at a time), and the verifier judges its whole history
+last. One deployment for the module (helpers in ansible_deployed.py)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,14 @@ import yaml
 from pulsarlab import ops
 from pulsarlab.chaos import targets
 from pulsarlab.topology import Role, load
-from tests.cluster.ansible_deployed import Deployed, finish_workload, installed, renamed_distribution, running_workload
+from tests.cluster.ansible_deployed import (
+    Deployed,
+    Recorded,
+    finish_workload,
+    installed,
+    renamed_distribution,
+    running_workload,
+)
 from tests.cluster.ansible_hosts import ContainerHosts, docker
 from tests.cluster.test_sync import _drain, _produce, assert_placed_in_both_regions
 from tests.topology_files import builtin_at
@@ -122,36 +128,39 @@ def test_a_second_deploy_changes_only_the_node_whose_file_changed_then_nothing(c
     assert conf_again.rc == 0 and conf_again.recap()["localhost"]["changed"] == 0, conf_again.output[-3000:]
 
 
-def test_runbooks_under_a_workload_lose_nothing(configured: Deployed, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def recorded(configured: Deployed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
+    """One recorded workload (deduplication on) from the first runbook to the upgrade, on a topic of
+    mytenant/us (the drill moves its owner to eu and back): each test adds its plays' window, and
+    the module's last test ends it and has the verifier judge the whole history."""
+    topic = f"persistent://mytenant/us/runbooks-{uuid.uuid4().hex[:8]}"
+    run = tmp_path_factory.mktemp("workload") / "run"
+    with running_workload(configured, topic, run, rate=200, duration=3600) as workload:
+        yield Recorded(workload, topic, run, {})
+
+
+def test_runbooks_under_a_workload_keep_a_copy_in_each_region(configured: Deployed, recorded: Recorded) -> None:
     """rolling-restart.yml, then replace-bookie.yml for the eu bookie in the topic's ensemble, whose
-    machine is lost (a new, empty one in its place), while a workload records every send, ack and
-    delivery; the verifier then finds nothing lost or duplicated in storage."""
-    topic = f"persistent://mytenant/eu/runbooks-{uuid.uuid4().hex[:8]}"
-    run = tmp_path / "run"
-    windows: dict[str, tuple[int, int]] = {}
-    with running_workload(configured, topic, run, rate=500) as workload:
-        cluster = configured.cluster()
+    machine is lost (a new, empty one in its place), while the workload records every send, ack
+    and delivery (judged by the last test)."""
+    cluster = configured.cluster()
+    with recorded.window("rolling-restart.yml"):
+        play = configured.play("rolling-restart.yml")
+    assert play.rc == 0, configured.failed(play)
+    brokers = [n.name for n in cluster.topo.nodes_of(Role.BROKER)]
+    assert {h: r["changed"] > 0 for h, r in play.recap().items()} == dict.fromkeys(brokers, True)
 
-        t0 = time.time_ns()
-        play = configured.hosts.playbook(configured.inventory, "rolling-restart.yml")
-        windows["rolling-restart.yml"] = (t0, time.time_ns())
-        assert play.rc == 0, configured.failed(play)
-        brokers = [n.name for n in cluster.topo.nodes_of(Role.BROKER)]
-        assert {h: r["changed"] > 0 for h, r in play.recap().items()} == dict.fromkeys(brokers, True)
-
-        [victim] = [n for n in targets.ensemble(cluster, topic) if cluster.topo.node(n).region == "eu"]
-        t0 = time.time_ns()
+    [victim] = [n for n in targets.ensemble(cluster, recorded.topic) if cluster.topo.node(n).region == "eu"]
+    with recorded.window(f"replace-bookie.yml ({victim})"):
         configured.hosts.replace(victim)
-        play = configured.hosts.playbook(configured.inventory, "replace-bookie.yml", "-e", f"pulsar_replace_bookie={victim}")
-        windows[f"replace-bookie.yml ({victim})"] = (t0, time.time_ns())
-        assert play.rc == 0, configured.failed(play)
-        assert play.recap()[victim]["changed"] > 0
-        assert "openjdk-17-jre-headless" in installed(configured, victim).split()  # a new machine: the play installed Java
-        finish_workload(workload, run, windows, tmp_path)
+        play = configured.play("replace-bookie.yml", "-e", f"pulsar_replace_bookie={victim}")
+    assert play.rc == 0, configured.failed(play)
+    assert play.recap()[victim]["changed"] > 0
+    assert "openjdk-17-jre-headless" in installed(configured, victim).split()  # a new machine: the play installed Java
 
     # the lost bookie's copies were made again: still one per region, and a second run leaves it be
-    assert_placed_in_both_regions(cluster, topic)
-    again = configured.hosts.playbook(configured.inventory, "replace-bookie.yml", "-e", f"pulsar_replace_bookie={victim}")
+    assert_placed_in_both_regions(cluster, recorded.topic, home="us")
+    again = configured.play("replace-bookie.yml", "-e", f"pulsar_replace_bookie={victim}")
     assert again.rc == 0 and not any(r["changed"] for r in again.recap().values()), again.output[-3000:]
 
 
@@ -205,44 +214,40 @@ def test_region_failover_refuses_to_stop_the_zookeeper_region(configured: Deploy
     assert configured.pids() == before
 
 
-def test_region_failover_drill_of_us_loses_no_acknowledged_message(configured: Deployed, tmp_path: Path) -> None:
-    """The drill of us under a workload on a topic of mytenant/us (its owner moves to eu and back),
-    then the verifier over the history: nothing acknowledged lost or stored twice, and the outage
-    the clients saw. Deduplication on: a send resent when its broker stops must not be stored
+def test_region_failover_drill_of_us_moves_the_owner_and_back(configured: Deployed, recorded: Recorded) -> None:
+    """The drill of us under the workload (its topic's owner moves to eu and back): only us nodes
+    restart, lookups answer from eu meanwhile, and no ledger that holds entries is left
+    under-replicated. Deduplication is on: a send resent when its broker stops must not be stored
     twice (without it, one was)."""
     before = configured.pids()
-    topic = f"persistent://mytenant/us/drill-{uuid.uuid4().hex[:8]}"
-    run = tmp_path / "run"
-    with running_workload(configured, topic, run, rate=100) as workload:
-        t0 = time.time_ns()
+    with recorded.window("region-failover.yml (us)"):
         play = configured.play("region-failover.yml", "-e", "pulsar_failover_region=us", "-e", "pulsar_failover_confirm=false",
                                "-e", "pulsar_failover_hold_seconds=10")
-        windows = {"region-failover.yml (us)": (t0, time.time_ns())}
-        assert play.rc == 0, configured.failed(play)
-        recap = play.recap()
-        us = {"bk1-us", "bk2-us", "pulsar1-us", "pulsar2-us"}
-        assert us <= set(recap) and not [h for h, r in recap.items() if h not in us and r["changed"]], recap  # eu only read
-        after = configured.pids()
-        assert all(after[n] and after[n] != before[n] for n in us), (before, after)  # stopped, then running again
-        assert {n: after[n] for n in after if n not in us} == {n: before[n] for n in before if n not in us}
-        # the lookups answered from eu brokers (the play checks it; here: they ran for both namespaces)
-        assert "mytenant/us (cluster mycluster" in play.output and "mytenant/eu (cluster mycluster" in play.output
-        writable = requests.get(f"{configured.url('bk2-eu', 'http')}/api/v1/bookie/list_bookies",
-                                params={"type": "rw", "print_hostnames": "false"}, timeout=10).json()
-        assert {configured.bookie_id(b) for b in ("bk1-us", "bk2-us")} <= set(writable)
-        # the play's own rule, asked again here: no ledger that holds entries is under-replicated
-        check = subprocess.run([sys.executable, str(WAIT_REPLICATED), configured.url("bk2-eu", "http"), "0"],
-                               capture_output=True, text=True, timeout=60)
-        assert check.returncode == 0, check.stdout
-        print(check.stdout.strip())
-        finish_workload(workload, run, windows, tmp_path)
+    assert play.rc == 0, configured.failed(play)
+    recap = play.recap()
+    us = {"bk1-us", "bk2-us", "pulsar1-us", "pulsar2-us"}
+    assert us <= set(recap) and not [h for h, r in recap.items() if h not in us and r["changed"]], recap  # eu only read
+    after = configured.pids()
+    assert all(after[n] and after[n] != before[n] for n in us), (before, after)  # stopped, then running again
+    assert {n: after[n] for n in after if n not in us} == {n: before[n] for n in before if n not in us}
+    # the lookups answered from eu brokers (the play checks it; here: they ran for both namespaces)
+    assert "mytenant/us (cluster mycluster" in play.output and "mytenant/eu (cluster mycluster" in play.output
+    writable = requests.get(f"{configured.url('bk2-eu', 'http')}/api/v1/bookie/list_bookies",
+                            params={"type": "rw", "print_hostnames": "false"}, timeout=10).json()
+    assert {configured.bookie_id(b) for b in ("bk1-us", "bk2-us")} <= set(writable)
+    # the play's own rule, asked again here: no ledger that holds entries is under-replicated
+    check = subprocess.run([sys.executable, str(WAIT_REPLICATED), configured.url("bk2-eu", "http"), "0"],
+                           capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stdout
+    print(check.stdout.strip())
 
 
-def test_upgrade_under_a_workload_moves_every_node_one_at_a_time(configured: Deployed, tmp_path: Path) -> None:
+def test_upgrade_under_a_workload_moves_every_node_one_at_a_time(configured: Deployed, recorded: Recorded,
+                                                                 tmp_path: Path) -> None:
     """The same 4.0.8 build unpacked under another folder name stands in for a new version (one
-    version is at hand): while a workload runs, every JVM moves to the new folder, restarted once,
-    ZooKeeper first, then the bookies, then the brokers; the verifier finds nothing lost or stored
-    twice; a second run restarts nothing (an interrupted upgrade resumes where it stopped)."""
+    version is at hand): while the workload runs, every JVM moves to the new folder, restarted once,
+    ZooKeeper first, then the bookies, then the brokers; a second run restarts nothing (an
+    interrupted upgrade resumes where it stopped)."""
     group_vars = yaml.safe_load((configured.render_dir / "group_vars" / "all.yml").read_text())
     home, artifact = group_vars["pulsar_home"], group_vars["pulsar_artifact"]
     new_home = f"{home}-next"
@@ -251,26 +256,28 @@ def test_upgrade_under_a_workload_moves_every_node_one_at_a_time(configured: Dep
     before = configured.pids()
     assert set(configured.homes().values()) == {home}
 
-    run = tmp_path / "run"
-    topic = f"persistent://mytenant/eu/upgrade-{uuid.uuid4().hex[:8]}"
-    with running_workload(configured, topic, run, rate=200) as workload:
-        t0 = time.time_ns()
+    with recorded.window("upgrade.yml"):
         play = configured.play("upgrade.yml", *upgrade)
-        windows = {"upgrade.yml": (t0, time.time_ns())}
-        assert play.rc == 0, configured.failed(play)
-        out = play.output
-        order = [out.index(f"PLAY [{what}]") for what in (
-            "Unpack the new distribution on every host (no restart)", "Upgrade ZooKeeper, one node at a time",
-            "Upgrade the bookies, one at a time, each followed by no under-replicated ledger",
-            "Upgrade the brokers, one at a time")]
-        assert order == sorted(order)
-        upgraded = configured.pids()
-        assert all(upgraded[n] and upgraded[n] != before[n] for n in before), (before, upgraded)
-        assert configured.homes() == dict.fromkeys(before, new_home)
+    assert play.rc == 0, configured.failed(play)
+    out = play.output
+    order = [out.index(f"PLAY [{what}]") for what in (
+        "Unpack the new distribution on every host (no restart)", "Upgrade ZooKeeper, one node at a time",
+        "Upgrade the bookies, one at a time, each followed by no under-replicated ledger",
+        "Upgrade the brokers, one at a time")]
+    assert order == sorted(order)
+    upgraded = configured.pids()
+    assert all(upgraded[n] and upgraded[n] != before[n] for n in before), (before, upgraded)
+    assert configured.homes() == dict.fromkeys(before, new_home)
 
-        again = configured.play("upgrade.yml", *upgrade)  # everything on the version: nothing restarts
-        assert again.rc == 0, again.output[-6000:]
-        assert {h: r["changed"] for h, r in again.recap().items()} == {n.name: 0 for n in configured.hosts.topo.nodes}
-        assert configured.pids() == upgraded
-        finish_workload(workload, run, windows, tmp_path)
+    again = configured.play("upgrade.yml", *upgrade)  # everything on the version: nothing restarts
+    assert again.rc == 0, again.output[-6000:]
+    assert {h: r["changed"] for h, r in again.recap().items()} == {n.name: 0 for n in configured.hosts.topo.nodes}
+    assert configured.pids() == upgraded
 
+
+def test_the_workload_under_every_runbook_lost_nothing(recorded: Recorded, tmp_path: Path) -> None:
+    """Last in the module: the workload that ran through the runbooks, the drill and the upgrade
+    ends (a Ctrl-C, consumers drain, storage read back) and ``pulsarlab verify`` judges the whole
+    history: nothing acknowledged lost or stored twice; each play's longest time without an ack."""
+    assert recorded.windows, "no runbook ran under the workload"
+    finish_workload(recorded.workload, recorded.run, recorded.windows, tmp_path)

@@ -62,11 +62,12 @@ def test_every_ledger_has_a_copy_in_each_region_and_an_eu_broker_owns_the_topic(
     assert_placed_in_both_regions(sync, TOPIC)
 
 
-def assert_placed_in_both_regions(cluster: LocalCluster, topic: str) -> None:
-    """An eu broker owns ``topic`` and every ledger of it has one copy in eu and one in us."""
+def assert_placed_in_both_regions(cluster: LocalCluster, topic: str, home: str = "eu") -> None:
+    """A broker of ``home`` (the topic's namespace's region) owns ``topic`` and every ledger of it
+    has one copy in eu and one in us."""
     report = placement.inspect(cluster, topic)
     [t] = report.topics
-    assert t.owner_region == "eu" and t.home_region == "eu"
+    assert t.owner_region == home and t.home_region == home
     assert t.ledgers, "the topic has no ledger"
     for led in t.ledgers:
         assert led.ensembles and led.regions == ["eu", "us"] and not led.missing_regions, led
