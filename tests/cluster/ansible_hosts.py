@@ -113,9 +113,10 @@ class ContainerHosts:
 
     def replace(self, node: str) -> None:
         """The machine of ``node`` lost (its container removed with everything on it) and a new
-        one in its place: same name and address, nothing installed (not even Java)."""
+        one in its place: same name and address, the hosts' base image (Java, no Pulsar). That the
+        plays install Java on a host without it is shown by the deploy's bare host."""
         docker(self.docker_host, "rm", "-f", self.name(node))
-        self._run(node, bare=True)
+        self._run(node)
 
     def remove(self) -> None:
         for n in self.topo.nodes:
@@ -135,4 +136,8 @@ class ContainerHosts:
         cmd = ["ansible-playbook", "-i", str(inventory), str(PLAYBOOKS / book), *extra]
         t0 = time.monotonic()
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-        return Play(proc.returncode, proc.stdout + proc.stderr, time.monotonic() - t0)
+        play = Play(proc.returncode, proc.stdout + proc.stderr, time.monotonic() - t0)
+        if log := os.environ.get("PULSARLAB_TEST_PLAY_LOG"):  # every play's output, for profiling
+            with open(log, "a") as f:
+                f.write(f"\n##### {' '.join(cmd[3:])} rc={play.rc} {play.seconds:.1f}s\n{play.output}")
+        return play

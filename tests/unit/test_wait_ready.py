@@ -4,16 +4,16 @@ prints why and the tail of the node's newest log."""
 
 from __future__ import annotations
 
-import http.server
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.http_served import QuietHandler, served
 
 SCRIPT = Path(__file__).resolve().parents[2] / "playbooks" / "roles" / "pulsar_node" / "files" / "wait_ready.py"
 
@@ -46,20 +46,13 @@ def node() -> Iterator[str]:
 
 @pytest.fixture
 def ready_url() -> Iterator[str]:
-    class Ready(http.server.BaseHTTPRequestHandler):
+    class Ready(QuietHandler):
         def do_GET(self) -> None:  # the standard library's name
             self.send_response(200 if self.path == "/admin/v2/brokers/ready" else 404)
             self.end_headers()
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), Ready)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/admin/v2/brokers/ready"
-    finally:
-        server.shutdown()
+    with served(Ready) as url:
+        yield f"{url}/admin/v2/brokers/ready"
 
 
 def test_a_node_whose_process_is_gone_fails_at_once_with_its_log_tail(logs: Path) -> None:

@@ -5,16 +5,16 @@ the timeout, which names it with the bookies of each fragment."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+
+from tests.http_served import QuietHandler, served
 
 SCRIPT = Path(__file__).resolve().parents[2] / "playbooks" / "roles" / "pulsar_node" / "files" / "wait_replicated.py"
 EU_US = [{"id": "127.0.1.2:3181"}, {"id": "127.0.1.6:3181"}]
@@ -28,7 +28,7 @@ OPEN_EMPTY = {**EMPTY, "closed": False}
 def bookie() -> Iterator[tuple[str, dict[int, dict]]]:
     ledgers: dict[int, dict] = {}
 
-    class Handler(http.server.BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             url = urlparse(self.path)
             if url.path == "/api/v1/autorecovery/list_under_replicated_ledger":
@@ -40,15 +40,9 @@ def bookie() -> Iterator[tuple[str, dict[int, dict]]]:
             self.end_headers()
             self.wfile.write(body.encode())
 
-        def log_message(self, *args) -> None:
-            pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", ledgers
-    finally:
-        server.shutdown()
+    with served(Handler) as url:
+        yield url, ledgers
 
 
 def wait(url: str, timeout: float = 0) -> subprocess.CompletedProcess:
