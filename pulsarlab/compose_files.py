@@ -137,6 +137,10 @@ def _tool_service(topo: Topology, name: str, command: str, depends: dict[str, st
     env = {k: v for k, v in pulsar_env(topo, zk, CONTAINER).items() if k.endswith(("_MEM", "_GC", "_GC_LOG"))}
     env["PULSAR_LOG_CONF"] = str(OVERLAY_DIR / "log4j2.yaml")
     env["PULSAR_LOG_DIR"] = "/pulsar/logs"
+    # bin/pulsar-admin reads neither PULSAR_MEM nor PULSAR_GC, only PULSAR_EXTRA_OPTS: without them
+    # each call of the configure script starts a JVM with G1, the optimising compiler and a quarter
+    # of the machine's memory as heap, about three times the CPU (measured: 6.0 against 1.9 s a call)
+    env["PULSAR_EXTRA_OPTS"] = f"{env['PULSAR_MEM']} {env['PULSAR_GC']}"
     return StandaloneService(name=name, role="tool", command=["bash", "-c", command], env=env,
                              configs=[(f"{zk.name}-log4j2.yaml", str(OVERLAY_DIR / "log4j2.yaml")), *(configs or [])],
                              depends=depends, mem_limit_mb=memory_limit_mb(topo, zk, MEMORY_OVERHEAD_MB))
