@@ -34,6 +34,9 @@ class DriverOutcome:
     exit_code: int | None = None  # None while running, or when it never started
     failed: bool = False
     reason: str | None = None
+    # the driver's own final tally (invoked, acked, failed, unknown, received, stored), recorded when
+    # it exited 0; the verifier checks its part against it (None: not known, e.g. older manifests)
+    counts: dict[str, int] | None = None
 
 
 @dataclass

@@ -14,13 +14,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pulsarlab.history.manifest import MANIFEST
+from pulsarlab.history.schema import PART_SUFFIX, SCHEMA
 from pulsarlab.verify.dims import Dims, base_topic
 
 SCAN_COLUMNS = ("op", "cluster", "topic", "read_index", "message_id", "end_message_id", "error")
+REQUIRED_COLUMNS = ("op", "ts")  # older histories may lack later columns (null then), never these
+# a driver's own final counts (``_run.json``) -> the (op, type) rows of its part they account for.
+# The driver journals each event before it counts it. Invokes, receipts and reads happen in its
+# own loops, before its journal closes: their rows must equal the counts. A send's outcome comes
+# from a client callback, which may still fire after the journal closed (client.close() fails
+# what is in flight): such an outcome is counted but not recorded (the history holds the send as
+# of unknown outcome, never as acknowledged), so its rows may fall short of the count, not exceed it.
+COUNTED_ROWS: dict[str, dict[str, tuple[str, str | None, bool]]] = {
+    "produce": {"invoked": ("send", "invoke", True), "acked": ("send", "ok", False),
+                "failed": ("send", "fail", False), "unknown": ("send", "info", False)},
+    "consume": {"received": ("receive", None, True)},
+    "read": {"stored": ("read", None, True)},
+}
 _ID = re.compile(r"^\(?\s*(-?\d+)\s*[,:]\s*(-?\d+)\s*(?:[,:]\s*(-?\d+)\s*(?:[,:]\s*(-?\d+)\s*)?)?\)?$")
 
 
@@ -61,10 +76,13 @@ class Scan:
 
 @dataclass
 class Evidence:
-    """What is missing (reasons), and whether a producer's own record may be short."""
+    """What is missing (reasons), whether a producer's own record may be short, and whether the
+    evidence contradicts itself (a part cut short, unreadable or of an unknown schema): a check of
+    presence found on such evidence may be an artifact of it, so it decides nothing either."""
 
     reasons: list[str] = field(default_factory=list)
     producer_failed: bool = False
+    contradicted: bool = False
     runs: list[str] = field(default_factory=list)
 
 
@@ -105,19 +123,76 @@ def contradictions(scans: list[Scan]) -> list[str]:
     return out
 
 
+def schema_problems(schema: pa.Schema) -> list[str]:
+    """How a part's columns differ from the history's one schema: a column the verifier does not
+    know, one of another type, a required one missing. Later columns an older part lacks are fine."""
+    known = {f.name: f.type for f in SCHEMA}
+    problems = [f"no column {name!r}" for name in REQUIRED_COLUMNS if name not in schema.names]
+    for f in schema:
+        if f.name not in known:
+            problems.append(f"unknown column {f.name!r}")
+        elif f.type != known[f.name]:
+            problems.append(f"column {f.name!r} is {f.type}, not {known[f.name]}")
+    return problems
+
+
 def readable_parts(paths: list[Path]) -> tuple[list[Path], list[str]]:
-    """The part files whose Parquet footer can be read, and a reason for each that cannot (a file
-    cut short or not Parquet at all): judged without it, a verdict could only guess."""
+    """The part files whose Parquet footer can be read and whose schema is the history's, and a
+    reason for each other one (a file cut short, not Parquet at all, or of a schema the verifier
+    does not know): judged without it, or on columns misread, a verdict could only guess."""
     good, reasons = [], []
     for path in paths:
         try:
-            pq.read_metadata(path)
+            schema = pq.read_schema(path)
         except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
             reasons.append(f"history part {path} cannot be read ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}):"
                            " truncated or not Parquet; the verdict leaves it out")
+            continue
+        if problems := schema_problems(schema):
+            reasons.append(f"history part {path} has a schema the verifier does not know ({'; '.join(problems)});"
+                           " the verdict leaves it out")
         else:
             good.append(path)
     return good, reasons
+
+
+def driver_contradictions(manifests: list[dict[str, Any]], readable: set[Path]) -> list[str]:
+    """A driver's own final counts (``counts`` in ``_run.json``: what it sent, saw acknowledged,
+    received, read back) against the rows its part holds (see :data:`COUNTED_ROWS`): a part cut
+    short (a full disk, a copy killed half-way) or missing says less than its driver did, one that
+    holds more was written by something else. One line per difference."""
+    out = []
+    for m in manifests:
+        if "_unreadable" in m:
+            continue
+        directory, run = Path(m["_path"]).parent, str(m.get("run") or m["_path"])
+        for d in m.get("drivers", []):
+            counts, rules = d.get("counts"), COUNTED_ROWS.get(str(d.get("mode")), {})
+            if not counts or d.get("failed") or not rules:
+                continue
+            who = f"run {run}: driver {d.get('name')} ({d.get('mode')})"
+            path = directory / f"{d.get('part')}{PART_SUFFIX}"
+            if not path.exists():
+                said = {k: counts.get(k, 0) for k in rules if counts.get(k, 0)}
+                if said:
+                    out.append(f"{who} counted {_listed(said)}, but left no history part {path.name}")
+                continue
+            if path not in readable:
+                continue  # named already: unreadable or of an unknown schema
+            table = pq.read_table(path, columns=["op", "type"])
+            for name, (op, kind, exact) in rules.items():
+                rows = pc.equal(table.column("op"), op)
+                if kind is not None:
+                    rows = pc.and_(rows, pc.equal(table.column("type"), kind))
+                held, counted = pc.sum(rows.cast("int64")).as_py() or 0, counts.get(name, 0)
+                if held > counted or (exact and held < counted):
+                    what = f"{op}/{kind}" if kind else op
+                    out.append(f"{who} counted {counted} {name}, but its part {path} holds {held} {what} row(s)")
+    return out
+
+
+def _listed(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {name}" for name, n in counts.items())
 
 
 def read_manifests(directories: list[Path]) -> list[dict[str, Any]]:
@@ -168,7 +243,9 @@ def judge(dims: Dims, scans: list[Scan], manifests: list[dict[str, Any]]) -> Evi
                 why = d.get("reason") or "no reason given"
                 ev.reasons.append(f"run {run}: driver {d.get('name')} ({d.get('mode')}) failed: {why}")
                 ev.producer_failed = ev.producer_failed or d.get("mode") == "produce"
-    ev.reasons += contradictions(scans)
+    scans_disagree = contradictions(scans)
+    ev.reasons += scans_disagree
+    ev.contradicted = bool(scans_disagree)
     sent = {scope for scopes in dims.scopes.values() for scope in scopes}
     sent_topics = {topic for _, topic in sent}
     replicas = {(c, t) for t, clusters in replication_targets(manifests).items() if t in sent_topics for c in clusters}

@@ -46,7 +46,14 @@ from pulsarlab.verify import aggregate, checks, exchange, merge, plan
 from pulsarlab.verify import events as ev
 from pulsarlab.verify.dims import MAX_CLUSTERS, base_topic, column_range, read_dims
 from pulsarlab.verify.events import NO_SEQ, Context, Unit
-from pulsarlab.verify.evidence import judge, read_manifests, read_scans, readable_parts, replication_targets
+from pulsarlab.verify.evidence import (
+    driver_contradictions,
+    judge,
+    read_manifests,
+    read_scans,
+    readable_parts,
+    replication_targets,
+)
 from pulsarlab.verify.model import CHECKS, MAX_EXAMPLES, Check, Expectations, Verdict
 from pulsarlab.verify.plan import BY_CLUSTER_SEP, Example, Plan, add_found
 from pulsarlab.verify.session import SPARK_LOG_NAME, spark_session
@@ -124,6 +131,9 @@ class _Job:
         self.manifests = read_manifests(directories)
         self.evidence = judge(self.d, scans, self.manifests)
         self.evidence.reasons[:0] = unreadable
+        disagree = driver_contradictions(self.manifests, set(self.paths))
+        self.evidence.reasons += disagree
+        self.evidence.contradicted = self.evidence.contradicted or bool(unreadable or disagree)
         if not self.paths:
             self.evidence.reasons.insert(0, "empty history: no Parquet parts in " + ", ".join(map(str, directories)))
         elif not self.d.producers:
@@ -250,7 +260,7 @@ class _Job:
             self.metrics(total),
             self.notes,
             reasons=self.evidence.reasons,
-            presence_decisive=not self.evidence.producer_failed,
+            presence_decisive=not (self.evidence.producer_failed or self.evidence.contradicted),
         )
 
     @staticmethod

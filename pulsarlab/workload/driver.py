@@ -194,7 +194,13 @@ class DriverProcess:
             self.fail(f"exit code {code}" + (f": {self.errors[-1]}" if self.errors else ""))
 
     def outcome(self) -> DriverOutcome:
-        return DriverOutcome(self.name, self.mode, self.part, self.exitcode, self.failure is not None, self.failure)
+        code = self.exitcode
+        # the last @counts line is the final tally only once the process exited 0 and its output was read
+        final = dict(self.counts) if code == 0 and self.failure is None and not self._reading() else None
+        return DriverOutcome(self.name, self.mode, self.part, code, self.failure is not None, self.failure, final)
+
+    def _reading(self) -> bool:
+        return self._reader is not None and self._reader.is_alive()
 
     def log_tail(self, lines: int = 20) -> str:
         try:

@@ -26,7 +26,7 @@ def test_manifest_has_the_documented_fields_and_reads_back(tmp_path: Path) -> No
     assert data["replication"] == {} and data["consume_cluster"] is None and data["ended_early"] is None
     assert data["format"] == 1 and data["finished"] is False and data["ended_ts"] is None
     assert data["drivers"] == [{"name": "p0", "mode": "produce", "part": "producer-p0", "exit_code": 0, "failed": False,
-                                "reason": None}]
+                                "reason": None, "counts": None}]
     assert read_manifest(tmp_path) == m
     assert read_manifest(tmp_path / "nowhere") is None
     assert not list(tmp_path.glob(".*"))
