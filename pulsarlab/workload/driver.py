@@ -30,6 +30,10 @@ from pulsarlab.progress import NO_PROGRESS, Reporter
 SOURCE = Path(__file__).with_name("java") / "Driver.java"
 MAIN_CLASS = "pulsarlab.driver.Driver"
 JVM_OPTIONS = ("-Xms64m", "-Xmx256m", "-XX:+UseParallelGC", "-Djava.net.preferIPv4Stack=true")
+# C1 only: a driver at a modest rate never repays what C2 spends compiling the client (seconds of
+# CPU in each JVM's first minute, on machines where the cluster's nodes need that CPU)
+QUICK_JIT = ("-XX:TieredStopAtLevel=1",)
+QUICK_JIT_MAX_RATE = 5000.0  # messages/s of the whole workload; above it (or unlimited) C2 compiles
 LOG4J2 = """\
 status = error
 appender.err.type = Console
@@ -109,12 +113,14 @@ class DriverProcess:
     def log_path(self) -> Path:
         return self.out / f"_driver-{self.name}.log"
 
-    def start(self, dist: Distribution, classes: Path) -> None:
+    def start(self, dist: Distribution, classes: Path, quick_jit: bool = False) -> None:
+        """Launch the JVM (``quick_jit``: C1 only, see :data:`QUICK_JIT`)."""
         base = self.out / self.part
         write_meta(base, self.constants)
         cfg_path = self.out / f"_driver-{self.name}.json"
         cfg_path.write_text(json.dumps({**self.config, "mode": self.mode, "name": self.name, "journal": str(base)}))
-        cmd = [dist.java.executable, *JVM_OPTIONS, f"-Dlog4j2.configurationFile={classes / 'log4j2-driver.properties'}",
+        log4j = f"-Dlog4j2.configurationFile={classes / 'log4j2-driver.properties'}"
+        cmd = [dist.java.executable, *JVM_OPTIONS, *(QUICK_JIT if quick_jit else ()), log4j,
                "-cp", f"{classes}:{dist.home / 'lib'}/*", MAIN_CLASS, str(cfg_path)]
         with open(self.log_path, "ab") as log:
             # a process group of its own: a Ctrl-C on the terminal reaches pulsarlab, which decides

@@ -31,7 +31,7 @@ from pulsarlab.history.journal import journal_to_parquet
 from pulsarlab.history.manifest import DriverOutcome, Manifest, new_run_id
 from pulsarlab.progress import NO_PROGRESS, Reporter
 from pulsarlab.security import ClientAuth
-from pulsarlab.workload.driver import DriverProcess, driver_classes
+from pulsarlab.workload.driver import QUICK_JIT_MAX_RATE, DriverProcess, driver_classes
 
 SUB_TYPES = ("exclusive", "failover", "shared", "key_shared")
 READY_TIMEOUT = 120.0
@@ -141,6 +141,7 @@ class Workload:
         self._drivers: list[DriverProcess] = []
         self._producers: list[DriverProcess] = []
         self._ending = threading.Event()
+        self._quick_jit = 0 < config.rate <= QUICK_JIT_MAX_RATE
         self.manifest = Manifest(self.run_id, config.topic, config.partitions, target.cluster, list(self._read_clusters()),
                                  config.subscription, consume_cluster=target.consumer_cluster,
                                  replication={config.topic: sorted(target.replication)} if len(target.replication) > 1 else {})
@@ -231,8 +232,8 @@ class Workload:
         after_send: Callable[[], None] | None = None, progress: Reporter = NO_PROGRESS,
     ) -> WorkloadResult:
         """Consumers subscribe, producers start together and send for ``duration``, ``after_send``
-        runs (a wait for replication to catch up, say) while consumers still receive, consumers
-        drain, then storage is read back from the earliest position on every cluster. Each phase
+        runs (a wait for replication to catch up, say) while consumers still receive, then consumers
+        drain while storage is read back from the earliest position on every cluster. Each phase
         is a step of ``progress``; ``tick`` gets the live counters."""
         self.out.mkdir(parents=True, exist_ok=True)
         self._write_manifest()
@@ -242,12 +243,13 @@ class Workload:
         t0 = time.monotonic()
         send_seconds = 0.0
         started: list[DriverProcess] = []
+        readers: list[DriverProcess] = []
         try:
             with progress.step("drivers", f"{len(consumers)} consumer(s), {len(producers)} producer(s) on {self.cfg.topic}",
                                "starting", "ready"):
                 for group in (consumers, producers):  # subscriptions exist before the first send
                     for d in group:
-                        d.start(self.dist, classes)
+                        d.start(self.dist, classes, self._quick_jit)
                         started.append(d)
                         self._drivers.append(d)
                     self._write_manifest()
@@ -268,21 +270,20 @@ class Workload:
                     after_send()
             for d in consumers:
                 d.tell("drain")
-            with progress.step("drain", "consumers draining", "receiving", "drained"):
-                self._follow(consumers, started, tick)
-        finally:
-            self._finish(started, grace=self.cfg.send_timeout_ms / 1000 + self.cfg.drain_seconds + 30)
-        readers = [self._reader(name, url, read_idle_timeout) for name, url in self._read_clusters().items()]
-        try:
+            # storage is read back while the consumers drain: both only read what producing left
+            # (the end of each partition is asked now), so neither has to wait for the other
+            clusters = self._read_clusters()
+            readers = [self._reader(name, url, read_idle_timeout) for name, url in clusters.items()]
             for d in readers:
-                d.start(self.dist, classes)
+                d.start(self.dist, classes, self._quick_jit)
                 self._drivers.append(d)
             self._write_manifest()
-            with progress.step("read", f"reading storage back on {', '.join(self._read_clusters())}", "reading",
-                               "read"):
+            with progress.step("drain", f"consumers draining, storage read back on {', '.join(clusters)}",
+                               "receiving and reading", "drained and read"):
                 self._await_ready(readers)
-                self._follow(readers, [*started, *readers], tick)
+                self._follow([*consumers, *readers], [*started, *readers], tick)
         finally:
+            self._finish(started, grace=self.cfg.send_timeout_ms / 1000 + self.cfg.drain_seconds + 30)
             self._finish(readers, grace=read_idle_timeout + 60)
         if self._errors:
             (self.out / "errors.txt").write_text("\n".join(self._errors) + "\n")

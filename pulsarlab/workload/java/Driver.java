@@ -55,6 +55,7 @@ public final class Driver {
             SUBSCRIBE = 10, SCAN = 11;
     static final int HAS_SEQ = 1, HAS_ID = 2, HAS_PUBLISH_TS = 4, HAS_CRC = 8, HAS_READ_INDEX = 16, HAS_REDELIVERY = 32;
     static final int KEY_CYCLE = 1 << 12;
+    static final long CLIENT_CLOSE_MS = 300;
 
     // counters reported to the parent: invoked, acked, failed, unknown, received, stored
     final AtomicLong[] counts = new AtomicLong[6];
@@ -153,7 +154,14 @@ public final class Driver {
                 default -> throw new IllegalArgumentException("unknown mode " + mode);
             }
         } finally {
-            client.close();
+            // its producer, consumer or reader is closed by now; what closing the client adds is the
+            // graceful end of its thread pools (seconds of quiet period), which nothing here needs
+            // (the JVM halts next): wait for it briefly, never for long
+            try {
+                client.closeAsync().get(CLIENT_CLOSE_MS, TimeUnit.MILLISECONDS);
+            } catch (Exception ignored) {
+                // still closing: the halt ends it
+            }
             sayCounts();
         }
     }
