@@ -335,6 +335,11 @@ class AdminClient:
     def set_deduplication(self, namespace: str, enabled: bool) -> None:
         self.request("POST", f"/admin/v2/namespaces/{namespace}/deduplication", body=enabled, idempotent=True)
 
+    def unload_namespace(self, namespace: str) -> None:
+        """Every bundle of the namespace let go by its owner, to be placed again by the load manager
+        (after a failover: back on the isolation policy's primary brokers)."""
+        self.request("PUT", f"/admin/v2/namespaces/{namespace}/unload", idempotent=True)
+
     def unload_topic(self, topic: str) -> None:
         self.request("PUT", f"/admin/v2/{encode_topic(topic)}/unload", idempotent=True)
 

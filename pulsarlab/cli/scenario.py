@@ -14,7 +14,7 @@ from pulsarlab.cli import lazy
 from pulsarlab.cli.handler import exit_with
 from pulsarlab.cli.options import JsonOpt, err, out, print_whole
 from pulsarlab.cli.progress import reporter
-from pulsarlab.errors import UsageError
+from pulsarlab.errors import StateError, UsageError
 
 if TYPE_CHECKING:
     from pulsarlab.scenarios import batch, model, runner
@@ -24,7 +24,8 @@ else:  # loaded on first use: a command pays only for what it runs
     model = lazy.module("pulsarlab.scenarios.model")
     runner = lazy.module("pulsarlab.scenarios.runner")
 
-scenario_app = typer.Typer(no_args_is_help=True, help="Fault scenarios on fresh clusters, judged with RPO and RTO.")
+scenario_app = typer.Typer(no_args_is_help=True,
+                           help="Fault scenarios on fresh clusters or a running deployment, judged with RPO and RTO.")
 
 
 def register(app: typer.Typer) -> None:
@@ -61,7 +62,7 @@ def summary_table(verdicts: list[ScenarioVerdict], status: str) -> Table:
     for v in verdicts:
         rto = v.rto or {}
         acked = sum(p.get("acked", 0) for p in rto.get("producers", []))
-        counted = " ".join(f"{k}={n}" for k, n in v.checks.items() if n) or "-"
+        counted = v.skipped or " ".join(f"{k}={n}" for k, n in v.checks.items() if n) or "-"
         table.add_row(v.scenario, Path(v.run_dir).name, v.status, str(v.rpo if v.rpo is not None else "-"),
                       str(rto.get("max_recovery_s", "-")), str(rto.get("max_outage_s", "-")),
                       str(acked) if rto else "-", counted, f"{v.seconds:.0f}")
@@ -72,34 +73,52 @@ def summary_table(verdicts: list[ScenarioVerdict], status: str) -> Table:
 def run_cmd(
     scenarios: Annotated[list[str] | None, typer.Argument(help="built-in name(s) or scenario YAML file(s)")] = None,
     run_all: Annotated[bool, typer.Option("--all", help="every built-in scenario, one after another")] = False,
-    runtime: Annotated[str, typer.Option(help="local or docker")] = "local",
+    runtime: Annotated[str | None, typer.Option(help="the fresh clusters' runtime: local (default) or docker")] = None,
+    on: Annotated[Path | None, typer.Option(
+        "--on", help="run on this running deployment (its state folder) instead of fresh clusters: its faults "
+                     "are undone afterwards and it keeps running")] = None,
     as_json: JsonOpt = False,
     out_dir: Annotated[
         Path | None, typer.Option("--out", help="folder for the run folders (default: a new temporary one)")
     ] = None,
-    repeat: Annotated[int, typer.Option(min=1, help="run each scenario N times, each on a fresh cluster")] = 1,
+    repeat: Annotated[int, typer.Option(min=1, help="run each scenario N times (each on a fresh cluster, or each on --on)")] = 1,
 ) -> None:
-    """Run scenarios, each on a fresh cluster taken down afterwards, and judge their expectations.
+    """Run scenarios and judge their expectations: each on a fresh cluster taken down afterwards,
+    or all on a running deployment (--on) that keeps running, with every fault undone.
+
+    On a running deployment, a scenario it cannot do (a node, namespace or setting it lacks) is
+    skipped with the reason; when none can run, that is a usage error before anything runs.
 
     Exit code: 0 every expectation holds, 1 one fails, 3 inconclusive (evidence missing: the reasons
     are printed), 2 usage error.
     """
     from pulsarlab import ops
 
+    if on is not None and runtime is not None:
+        raise UsageError("--runtime chooses the fresh clusters' runtime; with --on the scenarios run where that "
+                         "deployment runs (pass one of them)")
+    runtime = runtime or "local"
     ops._check_runtime(runtime)
     lab = runner.Lab(ops.up, ops.default_topic, ops.workload_run)  # what a scenario run composes
     refs = list(scenarios or [])
     if run_all == bool(refs):
         raise UsageError("name the scenario(s) to run, or pass --all (not both)")
+    target = None
+    if on is not None:
+        try:
+            target = ops.open_cluster(on)
+        except StateError as exc:
+            raise UsageError(f"--on {on}: {exc}") from None
     out_dir = out_dir or Path(tempfile.mkdtemp(prefix="pulsarlab-scenarios-"))
-    plan = batch.plan_runs(refs or model.builtin_names(), repeat, out_dir)
+    plan = batch.plan_runs(refs or model.builtin_names(), repeat, out_dir, on=target)
 
     def shown(verdict: ScenarioVerdict, run_dir: Path) -> None:
         if not as_json:
             out.print(verdict.render_table())
             out.print(f"run folder: {run_dir}", highlight=False)
 
-    verdicts = batch.run_plan(plan, lab, runtime, lambda: reporter(err, quiet=as_json), shown)
+    control = ops.node_control(target, "run scenarios on it") if target is not None else None  # plan_runs checked it
+    verdicts = batch.run_plan(plan, lab, runtime, lambda: reporter(err, quiet=as_json), shown, on=control)
     status, agree = batch.overall(verdicts), batch.agreement(verdicts)
     if as_json:
         if len(verdicts) == 1:

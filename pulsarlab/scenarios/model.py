@@ -229,6 +229,35 @@ def validate(sc: Scenario, source: str) -> None:
     _check_expect(sc, topo, source)
 
 
+def misfits(sc: Scenario, topo: Topology) -> list[str]:
+    """Why ``sc`` cannot run on a running deployment of ``topo`` (an empty list: it can): its
+    workload, steps and checks against that topology, and every setting the scenario changes for
+    itself that the deployment does not already have (a running deployment is not reconfigured)."""
+    problems = []
+    for check in (_check_workload, _check_steps, _check_expect):
+        try:
+            check(sc, topo, f"on {topo.name!r}")
+        except ScenarioError as exc:
+            problems.append(str(exc).split(": ", 1)[1])
+    want = sc.topology_model()
+    for section, overrides in (("clusters", sc.topology.clusters), ("namespaces", sc.topology.namespaces)):
+        have = {x.name: x for x in getattr(topo, section)}
+        wanted = {x.name: x for x in getattr(want, section)}
+        for name, over in overrides.items():
+            if name not in have:
+                problems.append(f"needs {section[:-1]} {name!r}, which topology {topo.name!r} lacks")
+                continue
+            for key in over.model_dump(exclude_none=True):
+                w, h = getattr(wanted[name], key), getattr(have[name], key)
+                if w != h:
+                    problems.append(f"needs {section[:-1]} {name} with {key} {_shown(w)}; the deployment has {_shown(h)}")
+    return problems
+
+
+def _shown(v: Any) -> str:
+    return str(v.model_dump(exclude_none=True) if isinstance(v, BaseModel) else v)
+
+
 def _check_workload(sc: Scenario, topo: Topology, source: str) -> None:
     w = sc.workload
     known = {f.name for f in dataclasses.fields(WorkloadConfig)} - {"topic"}

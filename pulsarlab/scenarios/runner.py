@@ -1,5 +1,6 @@
-"""Run a scenario: a fresh cluster, the workload with its schedule of faults and waits, the cluster
-always taken down, then the verifier, RPO, RTO and the expectations judged.
+"""Run a scenario: a fresh cluster (or a running deployment, ``on``), the workload with its schedule
+of faults and waits, the fresh cluster always taken down (a running deployment's faults always
+undone: it keeps running), then the verifier, RPO, RTO and the expectations judged.
 
 A run directory holds the history (as ``workload run`` writes it, with the faults the schedule ran
 in ``faults.parquet``), ``verdict.json`` (the verifier's) and ``scenario.json`` (the scenario's
@@ -23,6 +24,7 @@ import yaml
 
 from pulsarlab.admin.client import admin_of
 from pulsarlab.chaos.actions import Fault
+from pulsarlab.chaos.netfilter import remove_if_any
 from pulsarlab.chaos.schedule import Scheduler, Wait
 from pulsarlab.deployment import Endpoints, NodeControl, Say, UpResult, quiet
 from pulsarlab.errors import UsageError
@@ -31,7 +33,7 @@ from pulsarlab.scenarios.conditions import WaitRecord, wait_for
 from pulsarlab.scenarios.model import Scenario, Step, step_fault
 from pulsarlab.scenarios.rto import Rto, rto_of_run
 from pulsarlab.scenarios.verdict import ScenarioVerdict, judge
-from pulsarlab.topology import topic_cluster
+from pulsarlab.topology import Role, namespace_clusters, topic_cluster
 from pulsarlab.workload.run import Counters, WorkloadResult
 
 TOPOLOGY_FILE = "scenario-topology.yaml"
@@ -77,21 +79,31 @@ def fresh_run_dir(run_dir: Path) -> Path:
 
 def run_scenario(
     sc: Scenario, run_dir: Path, lab: Lab, runtime: str = "local", say: Say = quiet,
-    tick: Callable[[Counters], None] | None = None,
+    tick: Callable[[Counters], None] | None = None, on: NodeControl | None = None,
 ) -> ScenarioVerdict:
-    """One run of ``sc`` on a fresh cluster; the cluster is down again when this returns or raises."""
+    """One run of ``sc``: on a fresh cluster, down again when this returns or raises; or ``on`` a
+    running deployment (checked to fit by the caller: :func:`pulsarlab.scenarios.model.misfits`),
+    whose faults are undone when this returns or raises (:func:`restore`)."""
     started = time.monotonic()
     state_dir = fresh_run_dir(run_dir)
-    state_dir.mkdir(parents=True, exist_ok=True)
-    topo_file = state_dir / TOPOLOGY_FILE
-    topo_file.write_text(yaml.safe_dump(sc.topology_model().model_dump(mode="json", exclude_none=True), sort_keys=False))
+    if on is not None:
+        state_dir = on.state_dir
+    else:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        topo_file = state_dir / TOPOLOGY_FILE
+        topo_file.write_text(yaml.safe_dump(sc.topology_model().model_dump(mode="json", exclude_none=True),
+                                            sort_keys=False))
     sv = ScenarioVerdict(sc.name, str(run_dir), sc.control)
     schedule: Scheduler | None = None
     workload_ran = False
-    cluster: NodeControl | None = None
+    cluster: NodeControl | None = on
     try:
-        say(f"scenario {sc.name}: starting a fresh {sc.topology.ref} cluster ({runtime}) in {state_dir}")
-        _, cluster = lab.up(str(topo_file), runtime, state_dir, say=say)
+        if on is None:
+            say(f"scenario {sc.name}: starting a fresh {sc.topology.ref} cluster ({runtime}) in {state_dir}")
+            _, cluster = lab.up(str(topo_file), runtime, state_dir, say=say)
+        else:
+            say(f"scenario {sc.name}: on the running {on.topo.name} deployment in {state_dir} ({on.runtime})")
+        assert cluster is not None
         topic = _topic(lab, cluster, sc)
         cname = sc.workload.cluster or topic_cluster(cluster.topo, topic)
         admin_of(cluster, cname).create_topic(topic, sc.workload_config(topic).partitions)
@@ -107,7 +119,10 @@ def run_scenario(
             sv.reasons.append("a setup condition did not hold: the workload and the faults did not run")
     finally:
         if cluster is not None:
-            take_down(cluster, say)
+            if on is None:
+                take_down(cluster, say)
+            else:
+                restore(cluster, say)
     if schedule is not None:
         _record_schedule(sv, sc, schedule, run_dir)
     verdict, rto = None, None
@@ -165,3 +180,28 @@ def take_down(cluster: NodeControl, say: Say = quiet) -> None:
     finally:
         stopped = cluster.down()
         say(f"cluster down: {len(stopped)} nodes stopped")
+
+
+def restore(cluster: NodeControl, say: Say = quiet) -> list[str]:
+    """Undo what a run's faults left on a deployment that keeps running: its packet filter rules
+    removed, paused nodes resumed, stopped nodes started again (tier by tier, each waited for until
+    ready) and, when a broker was among them, every namespace unloaded so that its bundles go back
+    to the brokers its isolation policy prefers. Returns the nodes started again."""
+    try:
+        if cut := remove_if_any(cluster.state_dir):
+            say(f"healed: {cut} packet filter rule(s) of this deployment removed")
+        for n in cluster.status():
+            if n.paused:
+                cluster.resume_node(n.name)
+    finally:
+        down = [n.name for n in cluster.topo.nodes if not cluster.alive(n.name)]
+        if down:
+            say(f"starting again what the faults stopped: {', '.join(down)}")
+            cluster.start_group(down)
+    topo = cluster.topo
+    if any(topo.node(n).role == Role.BROKER for n in down):
+        for ns in topo.namespaces:
+            for c in namespace_clusters(topo, ns):
+                admin_of(cluster, c).unload_namespace(ns.name)
+        say(f"namespaces unloaded, their bundles placed again: {', '.join(ns.name for ns in topo.namespaces)}")
+    return down

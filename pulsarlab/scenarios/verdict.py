@@ -16,6 +16,7 @@ from pulsarlab.scenarios.rto import Rto
 from pulsarlab.verify.model import ABSENCE, EXIT_CODES, FAIL, INCONCLUSIVE, PASS, Check, Verdict
 
 SCENARIO_FILE = "scenario.json"
+SKIPPED = "skipped"  # not run: the target cannot do it (the reason is in ``skipped``)
 
 
 @dataclass
@@ -42,9 +43,12 @@ class ScenarioVerdict:
     reasons: list[str] = field(default_factory=list)  # why the evidence is short (inconclusive)
     verifier_status: str | None = None
     seconds: float = 0.0
+    skipped: str | None = None  # why the target cannot run it (then nothing ran)
 
     @property
     def status(self) -> str:
+        if self.skipped is not None:
+            return SKIPPED
         states = {j.status for j in self.expectations}
         if FAIL in states:
             return FAIL
@@ -54,7 +58,7 @@ class ScenarioVerdict:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_CODES[self.status]
+        return 0 if self.status == SKIPPED else EXIT_CODES[self.status]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -63,6 +67,7 @@ class ScenarioVerdict:
             "faults": [{"fault": f.fault, **asdict(f)} for f in self.faults], "waits": self.waits,
             "verifier_status": self.verifier_status,
             "expectations": [j.__dict__ for j in self.expectations], "reasons": self.reasons,
+            "skipped": self.skipped,
         }
 
     def write(self, run_dir: Path) -> Path:
@@ -75,13 +80,16 @@ class ScenarioVerdict:
         return self.status, tuple((j.name, j.status) for j in self.expectations)
 
     def render_table(self) -> Table:
-        colour = {PASS: "green", FAIL: "red", INCONCLUSIVE: "yellow"}
+        colour = {PASS: "green", FAIL: "red", INCONCLUSIVE: "yellow", SKIPPED: "blue"}
         t = Table(title=f"scenario {self.scenario}: [{colour[self.status]}]{self.status.upper()}[/]"
                         + (" (control: a failure must be detected)" if self.control else ""))
         t.add_column("what")
         t.add_column("expected")
         t.add_column("seen", overflow="fold")
         t.add_column("")
+        if self.skipped is not None:
+            t.add_row("skipped", "", self.skipped, f"[blue]{SKIPPED}[/]")
+            return t
         for j in self.expectations:
             t.add_row(j.name, j.expected, _cell(j.actual), f"[{colour[j.status]}]{j.status}[/]")
         t.add_section()

@@ -1,21 +1,29 @@
-"""Built-in scenarios through the CLI, each on a fresh cluster of its own: the verdict a user gets
-(exit code, RPO, RTO) for the blog's bookie and region losses, and a control that must see a loss."""
+"""Built-in scenarios through the CLI: the verdict a user gets (exit code, RPO, RTO) for the blog's
+bookie and region losses, run on a running ``sync`` deployment (``--on``, which keeps running with
+every fault undone), and a control that must see a loss, on a fresh cluster of its own (its
+settings are the scenario's own)."""
 
 from __future__ import annotations
 
 import json
 import os
+import uuid
 from pathlib import Path
 
 import pytest
 import yaml
 from typer.testing import CliRunner
 
+from pulsarlab.admin.client import admin_of
+from pulsarlab.chaos import netfilter
 from pulsarlab.cli import app
 from pulsarlab.history.faults import FAULTS_FILE, read_faults
+from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.scenarios.model import BUILTIN_DIR
 from pulsarlab.scenarios.verdict import SCENARIO_FILE
+from pulsarlab.topology import Role
 from pulsarlab.verify import VERDICT_FILE
+from tests.eventually import eventually
 
 runner = CliRunner()
 
@@ -39,9 +47,17 @@ def scenario_ref(name: str, tmp_path: Path) -> str:
     return str(path)
 
 
-def run(name: str, tmp_path: Path) -> tuple[int, dict, Path]:
+@pytest.fixture
+def running_sync(cluster_pool) -> LocalCluster:
+    """The session's ``sync`` cluster (the other tests' too): the scenarios run on it with ``--on``."""
+    return cluster_pool.get("sync")
+
+
+def run(name: str, tmp_path: Path, on: LocalCluster | None = None) -> tuple[int, dict, Path]:
     out = tmp_path / "runs"
-    result = runner.invoke(app, ["scenario", "run", scenario_ref(name, tmp_path), "--json", "--out", str(out)])
+    where = ["--on", str(on.state_dir)] if on is not None else []
+    result = runner.invoke(app, ["scenario", "run", name if on else scenario_ref(name, tmp_path), *where, "--json",
+                                 "--out", str(out)])
     assert result.stdout.strip().startswith("{"), result.output  # JSON only on stdout, no progress mixed in
     verdict = json.loads(result.stdout)
     assert "error" not in verdict, verdict
@@ -54,8 +70,24 @@ def run(name: str, tmp_path: Path) -> tuple[int, dict, Path]:
     return result.exit_code, verdict, run_dir
 
 
-def test_sync_bookie_loss_loses_nothing_and_writes_keep_going(no_pooled_cluster, tmp_path: Path) -> None:
-    code, v, run_dir = run("sync-bookie-loss", tmp_path)
+def assert_running_as_before(cluster: LocalCluster) -> None:
+    """After a run ``--on`` it: every node up and ready, no packet filter rule of it left, and a new
+    eu topic owned by an eu broker again (the isolation policy's primaries)."""
+    assert [(n.name, n.alive, n.ready, n.paused) for n in cluster.status()] == [
+        (n.name, True, True, False) for n in cluster.topo.nodes]
+    assert netfilter.Iptables().listing(netfilter.identity(cluster.state_dir)) == []
+    eu = {cluster.topo.address_of(b) for b in cluster.topo.nodes_of(Role.BROKER) if b.region == "eu"}
+    admin = admin_of(cluster, "mycluster")
+    topic = f"persistent://mytenant/eu/after-{uuid.uuid4().hex[:8]}"
+
+    def owned_in_eu() -> None:
+        assert admin.lookup(topic).host in eu
+
+    eventually(owned_in_eu, timeout=60, interval=1, what=f"{topic} owned by an eu broker")
+
+
+def test_sync_bookie_loss_loses_nothing_and_writes_keep_going(running_sync: LocalCluster, tmp_path: Path) -> None:
+    code, v, run_dir = run("sync-bookie-loss", tmp_path, on=running_sync)
     assert code == 0, json.dumps(v, indent=2)
     assert v["status"] == "pass" and v["rpo"] == 0 and v["checks"]["lost"] == 0
     assert [f["fault"] for f in v["faults"]] == ["kill bk1-eu", "start bk1-eu"]
@@ -71,10 +103,11 @@ def test_sync_bookie_loss_loses_nothing_and_writes_keep_going(no_pooled_cluster,
     assert faults is not None and [(f.fault, f.nodes, f.phase, f.outcome) for f in faults] == [
         ("kill bk1-eu", ("bk1-eu",), "applied", "ok"), ("start bk1-eu", ("bk1-eu",), "healed", "ok")]
     assert 0 < faults[0].ts < faults[0].ended_ts <= faults[1].ts and faults[0].offset_s < faults[1].offset_s
+    assert_running_as_before(running_sync)
 
 
-def test_sync_region_loss_fails_over_to_us_without_loss(no_pooled_cluster, tmp_path: Path) -> None:
-    code, v, _ = run("sync-region-loss", tmp_path)
+def test_sync_region_loss_fails_over_to_us_without_loss(running_sync: LocalCluster, tmp_path: Path) -> None:
+    code, v, _ = run("sync-region-loss", tmp_path, on=running_sync)
     assert code == 0, json.dumps(v, indent=2)
     assert v["rpo"] == 0 and v["checks"]["duplicated_in_storage"] == 0
     assert v["waits"][0]["condition"] == "topic_owned_in eu" and v["waits"][0]["held"]
@@ -82,6 +115,7 @@ def test_sync_region_loss_fails_over_to_us_without_loss(no_pooled_cluster, tmp_p
     rec = p["faults"][0]["recovery_s"]
     print(f"eu region lost: first ack after {rec:.1f}s, longest without ack {p['longest_without_ack_s']:.1f}s")
     assert 1 < rec < 50 and 1 < p["longest_without_ack_s"] < 50  # an outage happened, and us ended it
+    assert_running_as_before(running_sync)  # the region's nodes started again, its topics back on eu brokers
 
 
 def test_control_no_redundancy_detects_the_lost_messages(no_pooled_cluster, tmp_path: Path) -> None:
