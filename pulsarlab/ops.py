@@ -158,16 +158,29 @@ def up(
     return cluster.up(check=check, before_brokers=seed_racks, brokers_ready=configure_early), cluster
 
 
-def attach(topology: str, state_dir: Path | None, wait: float | None = None) -> tuple[str, Path, list[str]]:
+def attach(topology: str, state_dir: Path | None, wait: float | None = None,
+           compose_project: str | None = None) -> tuple[str, Path, list[str], str]:
     """Attach to a cluster pulsarlab did not start, at the topology's addresses: (topology name,
-    state directory, the nodes that answered)."""
+    state directory, the nodes that answered, how pulsarlab controls its nodes). When a Compose
+    project on the Docker engine runs its nodes (``compose_project``, or the only one found),
+    pulsarlab acts on them through it; otherwise it has no node control, and says why."""
+    from pulsarlab.runtime.docker.attached import ComposeAttached, find_project
+
     topo = load(topology)
     state_dir = state_dir or settings.current().cluster_dir(topo.name)
     previous = ClusterState.load(state_dir)
-    if previous is not None and previous.runtime != "external":
+    if previous is not None and previous.runtime not in ("external", "compose"):
         raise UsageError(f"{state_dir} holds a cluster pulsarlab started ({previous.runtime} runtime): "
                          "choose another --state-dir")
-    return topo.name, state_dir, ExternalCluster(topo, state_dir).attach(wait)
+    nodes = ExternalCluster(topo, state_dir).attach(wait)
+    found = find_project(topo, project=compose_project)
+    if found.project is None:
+        if compose_project is not None:  # asked for: its absence is an error, and nothing stays attached
+            ExternalCluster(topo, state_dir).down()
+            raise UsageError(f"--compose-project {compose_project}: {found.why}")
+        return topo.name, state_dir, nodes, f"no node control ({found.why})"
+    ComposeAttached(topo, state_dir).record(found)
+    return topo.name, state_dir, nodes, f"node control through Compose project {found.project} ({found.host})"
 
 
 def seed_racks(cluster: Endpoints) -> None:
@@ -221,9 +234,10 @@ def node_control(cluster: Endpoints, what: str) -> NodeControl:
     """The deployment, as one whose nodes pulsarlab controls; a usage error (exit 2), before
     anything runs, when its runtime cannot act on nodes (a cluster pulsarlab only attached to)."""
     if not isinstance(cluster, NodeControl):
-        raise UsageError(f"cannot {what}: cluster {cluster.topo.name!r} was attached, not started, by pulsarlab "
-                         f"(the {cluster.runtime} runtime has no node control); control its nodes where they "
-                         "were started (e.g. docker compose)")
+        raise UsageError(f"cannot {what}: cluster {cluster.topo.name!r} was attached, not started, by pulsarlab, and "
+                         f"no Compose project of its nodes was found then (the {cluster.runtime} runtime has no node "
+                         "control); control its nodes where they were started, or attach again with "
+                         "--compose-project NAME if a Compose project runs them")
     return cluster
 
 

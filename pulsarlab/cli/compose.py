@@ -42,15 +42,19 @@ def attach_cmd(
     topology: TopologyOpt = "smoke",
     state_dir: StateDirOpt = None,
     wait: Annotated[float | None, typer.Option("--timeout", help="seconds to wait for each node to answer")] = None,
+    compose_project: Annotated[str | None, typer.Option(
+        "--compose-project", help="the Compose project that runs the nodes (default: the only one found)")] = None,
 ) -> None:
     """Attach to a cluster pulsarlab did not start (e.g. 'docker compose -f compose/sync.yml up')
     at the addresses of TOPOLOGY: inspect, configure, workload, verify and monitoring then work
-    with --state-dir; node commands are refused; 'down' only detaches.
+    with --state-dir. When a Compose project runs its nodes, node commands, chaos and scenarios
+    (--on) act on its containers; otherwise they are refused. 'down' only detaches.
 
-    Exit code: 0 attached, 1 a node did not answer (named, with what was awaited), 2 usage error.
+    Exit code: 0 attached, 1 a node did not answer (named, with what was awaited), 2 usage error
+    (also: --compose-project names no project that runs every node).
     """
-    name, where, nodes = ops.attach(topology, state_dir, wait)
-    out.print(f"attached to {name} ({len(nodes)} nodes answer) in {where}")
+    name, where, nodes, control = ops.attach(topology, state_dir, wait, compose_project)
+    out.print(f"attached to {name} ({len(nodes)} nodes answer) in {where}; {control}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

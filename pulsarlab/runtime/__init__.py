@@ -1,5 +1,6 @@
 """Runtimes: where and how nodes run. Each implements :class:`pulsarlab.deployment.Endpoints`, and
-those that act on nodes (local, docker) :class:`pulsarlab.deployment.NodeControl` too; the state
+those that act on nodes (local, docker, an attached Compose project)
+:class:`pulsarlab.deployment.NodeControl` too; the state
 directory records which one a deployment uses, and :func:`open_deployment` opens it."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ RUNTIMES: dict[str, str] = {
     "local": "pulsarlab.runtime.local:LocalCluster",
     "docker": "pulsarlab.runtime.docker.cluster:DockerCluster",
     "external": "pulsarlab.runtime.external:ExternalCluster",
+    "compose": "pulsarlab.runtime.docker.attached:ComposeAttached",  # attached, with node control
 }
 """Runtime name -> ``module:class`` (imported only when used: docker needs python-on-whales)."""
 

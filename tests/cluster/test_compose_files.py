@@ -112,11 +112,67 @@ def test_plain_compose_gives_the_configured_stretch_cluster(compose_sync: tuple[
     topic = f"persistent://mytenant/eu/compose-{uuid.uuid4().hex[:8]}"
     _produce(cluster, [f"c-{i}".encode() for i in range(200)], topic)
     assert_placed_in_both_regions(cluster, topic)
-    refused = CliRunner().invoke(app, ["node", "stop", "bk1-eu", "--state-dir", str(state)])
-    assert refused.exit_code != 0 and "attached" in refused.output
+    assert "node control through Compose project pulsarlab-" in " ".join(r.output.split()), r.output
 
     targets = Prometheus(topo, state).wait_targets_up(120)  # the compose file's Prometheus, at the same address
     assert sorted(t.node for t in targets if t.health == "up") == sorted(n.name for n in topo.nodes)
+
+
+@pytest.fixture(scope="module")
+def attached(compose_sync: tuple[Path, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The Compose project attached by pulsarlab (the project found by itself): its state folder."""
+    file, _ = compose_sync
+    state = tmp_path_factory.mktemp("attached") / "state"
+    topo_ref = str(file.parent / "sync.yaml") if (file.parent / "sync.yaml").is_file() else "sync"
+    r = CliRunner().invoke(app, ["attach", "--topology", topo_ref, "--state-dir", str(state), "--timeout", "120"])
+    assert r.exit_code == 0, r.output
+    yield state
+    assert CliRunner().invoke(app, ["down", "--state-dir", str(state)]).exit_code == 0
+
+
+def test_node_commands_act_on_the_projects_containers(compose_sync: tuple[Path, str], attached: Path) -> None:
+    """kill leaves the container down (its restart policy does not bring it back), start brings it
+    back ready; pause freezes it; down only detaches: every container still runs."""
+    file, host = compose_sync
+
+    def state(node: str) -> dict:
+        ps = compose(file, host, "ps", "-a", "--format", "json", node).stdout.strip().splitlines()
+        return json.loads(ps[0])
+
+    def cli(*args: str) -> str:
+        r = CliRunner().invoke(app, [*args, "--state-dir", str(attached)])
+        assert r.exit_code == 0, r.output
+        return r.stdout
+
+    cli("node", "kill", "bk2-us")
+    assert state("bk2-us")["State"] == "exited"
+    time.sleep(3)
+    assert state("bk2-us")["State"] == "exited", "the restart policy brought a killed node back"
+    down = CliRunner().invoke(app, ["status", "--json", "--state-dir", str(attached)])
+    assert down.exit_code == 1  # a node down: the cluster is not healthy
+    status = {n["name"]: n for n in json.loads(down.stdout)["nodes"]}
+    assert status["bk2-us"]["alive"] is False and status["bk1-us"]["ready"] is True
+    cli("node", "start", "bk2-us")
+    assert state("bk2-us")["State"] == "running"
+    cli("node", "pause", "pulsar2-us")
+    assert state("pulsar2-us")["State"] == "paused"
+    cli("node", "resume", "pulsar2-us")
+    status = {n["name"]: n for n in json.loads(cli("status", "--json"))["nodes"]}
+    assert all(n["alive"] and n["ready"] and not n["paused"] for n in status.values()), status
+
+
+def test_a_scenario_runs_on_the_attached_project_and_leaves_it_running(compose_sync: tuple[Path, str],
+                                                                       attached: Path, tmp_path: Path) -> None:
+    """sync-bookie-loss on the Compose project (``--on``): no acknowledged message lost, the killed
+    bookie's container started again by the scenario, and every node running afterwards."""
+    r = CliRunner().invoke(app, ["scenario", "run", "sync-bookie-loss", "--on", str(attached), "--json",
+                                 "--out", str(tmp_path / "runs")])
+    v = json.loads(r.stdout)
+    assert r.exit_code == 0, json.dumps(v, indent=2)
+    assert v["status"] == "pass" and v["rpo"] == 0
+    assert [(f["fault"], f["outcome"]) for f in v["faults"]] == [("kill bk1-eu", "ok"), ("start bk1-eu", "ok")]
+    status = json.loads(CliRunner().invoke(app, ["status", "--json", "--state-dir", str(attached)]).stdout)
+    assert all(n["alive"] and n["ready"] for n in status["nodes"]), status
 
 
 def test_a_second_up_changes_nothing(compose_sync: tuple[Path, str]) -> None:

@@ -108,3 +108,11 @@ def test_a_scenario_file_of_its_own_is_checked_against_the_deployment_too(tmp_pa
     assert misfits(sc, load_topology("geo")) == []  # geo has a bk2-us too
     [problem] = misfits(sc, load_topology("smoke"))
     assert "schedule[0].fault" in problem and "bk2-us" in problem, problem
+
+
+def test_without_an_engine_no_compose_project_is_found_and_the_reason_is_given(tmp_path: Path) -> None:
+    from pulsarlab.runtime.docker.attached import find_project
+
+    found = find_project(load_topology("sync"), host=f"unix://{tmp_path}/no-engine.sock")
+    assert found.project is None and found.containers == {}
+    assert "no Docker engine answers at unix://" in found.why, found.why
