@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
@@ -98,7 +98,8 @@ class Expect(_Strict):
     acknowledged messages lost; ``rto_max_s``: every producer's first successful send after each fault
     within this; ``outage_max_s`` / ``outage_min_s``: bounds on each producer's longest window without an
     ack; ``expect_failure``: checks that must come out non-zero (a control); ``allow_on``: a check
-    allowed on the named clusters only (it must stay at zero on every other cluster)."""
+    allowed on the named clusters only (it must stay at zero on every other cluster); ``placement``:
+    where the run's ledgers must have copies when it ends."""
 
     checks: dict[str, list[str]] = Field(default_factory=dict)
     rpo: int | None = Field(default=None, ge=0)
@@ -107,6 +108,9 @@ class Expect(_Strict):
     outage_min_s: float | None = Field(default=None, ge=0)
     expect_failure: list[str] = Field(default_factory=list)
     allow_on: dict[str, list[str]] = Field(default_factory=dict)
+    # every_region: when the run ends, each ledger of its topic has a copy in every region of its
+    # cluster, read from the ledger metadata (scenarios/placement.py)
+    placement: Literal["every_region"] | None = None
 
 
 PER_CLUSTER_CHECKS = ("duplicated_in_storage",)  # the checks the verifier counts per cluster

@@ -29,6 +29,7 @@ from pulsarlab.chaos.schedule import Scheduler, Wait
 from pulsarlab.deployment import Endpoints, NodeControl, Say, UpResult, quiet
 from pulsarlab.errors import UsageError
 from pulsarlab.history.faults import read_faults
+from pulsarlab.scenarios import placement
 from pulsarlab.scenarios.conditions import WaitRecord, wait_for
 from pulsarlab.scenarios.model import Scenario, Step, step_fault
 from pulsarlab.scenarios.rto import Rto, rto_of_run
@@ -115,6 +116,9 @@ def run_scenario(
             lab.workload_run(state_dir, sc.workload_config(topic), run_dir, sc.workload.cluster, sc.workload.region,
                              tick, sc.workload.consume_cluster, schedule=schedule)
             workload_ran = True
+            if sc.expect.placement is not None:  # read while the cluster is up, its faults not yet undone
+                say("reading where the run's ledgers have copies")
+                sv.placement = placement.read(cluster, topic, sc.workload_config(topic).partitions)
         else:
             sv.reasons.append("a setup condition did not hold: the workload and the faults did not run")
     finally:
@@ -134,7 +138,8 @@ def run_scenario(
         rto = rto_of_run(run_dir)
         _fill(sv, verdict, rto)
     # a setup wait that failed is a precondition not met (in reasons), not a finding
-    sv.expectations = judge(sc, verdict, rto, [w.to_json() for w in schedule.waits] if schedule else [])
+    sv.expectations = judge(sc, verdict, rto, [w.to_json() for w in schedule.waits] if schedule else [],
+                            sv.placement)
     sv.seconds = time.monotonic() - started
     run_dir.mkdir(parents=True, exist_ok=True)
     sv.write(run_dir)

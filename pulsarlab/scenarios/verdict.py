@@ -11,6 +11,7 @@ from typing import Any
 from rich.table import Table
 
 from pulsarlab.history.faults import FaultRow
+from pulsarlab.scenarios import placement
 from pulsarlab.scenarios.model import Scenario
 from pulsarlab.scenarios.rto import Rto
 from pulsarlab.verify.model import ABSENCE, EXIT_CODES, FAIL, INCONCLUSIVE, PASS, Check, Verdict
@@ -44,6 +45,7 @@ class ScenarioVerdict:
     verifier_status: str | None = None
     seconds: float = 0.0
     skipped: str | None = None  # why the target cannot run it (then nothing ran)
+    placement: dict[str, Any] | None = None  # the run's ledgers and their regions (placement.read)
 
     @property
     def status(self) -> str:
@@ -67,7 +69,7 @@ class ScenarioVerdict:
             "faults": [{"fault": f.fault, **asdict(f)} for f in self.faults], "waits": self.waits,
             "verifier_status": self.verifier_status,
             "expectations": [j.__dict__ for j in self.expectations], "reasons": self.reasons,
-            "skipped": self.skipped,
+            "skipped": self.skipped, "placement": self.placement,
         }
 
     def write(self, run_dir: Path) -> Path:
@@ -132,7 +134,8 @@ def judge_allowed_on(c: Check, where: list[str], guessed: bool) -> Judged:
     return Judged(f"check {c.name}", f"= 0 outside {', '.join(where)}", shown, status)
 
 
-def judge(sc: Scenario, verdict: Verdict | None, rto: Rto | None, waits: list[dict[str, Any]]) -> list[Judged]:
+def judge(sc: Scenario, verdict: Verdict | None, rto: Rto | None, waits: list[dict[str, Any]],
+          placed: dict[str, Any] | None = None) -> list[Judged]:
     """Each expectation of ``sc`` against what the run produced; evidence missing makes an
     expectation that needs it inconclusive, never a pass."""
     e = sc.expect
@@ -175,6 +178,9 @@ def judge(sc: Scenario, verdict: Verdict | None, rto: Rto | None, waits: list[di
         which = "max" if sign == "<=" else "min"
         seen = None if value is None else round(value, 3)
         out.append(Judged(f"longest window without ack ({which})", f"{sign} {bound:g}s", seen, status))
+    if e.placement is not None:
+        placed_seen, placed_status = placement.judged(placed)
+        out.append(Judged("placement", "each ledger's entries with a copy in every region", placed_seen, placed_status))
     for w in waits:
         out.append(Judged(f"wait {w['condition']}", "holds within its timeout",
                           f"after {w['seconds']:.1f}s: {w['seen']}", PASS if w["held"] else FAIL))
