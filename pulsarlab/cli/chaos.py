@@ -88,7 +88,7 @@ def disk_loss(target: Target, state_dir: StateDirOpt = None, as_json: JsonOpt = 
 @chaos_app.command("await-replicated")
 def await_replicated(
     topic: Annotated[str, typer.Argument(help="persistent://tenant/namespace/topic")],
-    timeout: Annotated[float, typer.Option(help="seconds to wait")] = 120.0,
+    timeout: Annotated[float, typer.Option(min=0, help="seconds to wait")] = 120.0,
     state_dir: StateDirOpt = None, as_json: JsonOpt = False,
 ) -> None:
     """Wait until auto-recovery has every ledger of the topic fully replicated across its regions."""

@@ -41,7 +41,7 @@ def write_cmd(
 def attach_cmd(
     topology: TopologyOpt = "smoke",
     state_dir: StateDirOpt = None,
-    wait: Annotated[float | None, typer.Option("--timeout", help="seconds to wait for each node to answer")] = None,
+    wait: Annotated[float | None, typer.Option("--timeout", min=0, help="seconds to wait for each node to answer")] = None,
     compose_project: Annotated[str | None, typer.Option(
         "--compose-project", help="the Compose project that runs the nodes (default: the only one found)")] = None,
 ) -> None:

@@ -23,7 +23,7 @@ else:  # loaded on first use: a command pays only for what it runs
 
 monitoring_app = typer.Typer(no_args_is_help=True, help="Prometheus for the running cluster (and Grafana provisioning for it).")
 
-PortOpt = Annotated[int, typer.Option("--port", help="Prometheus's port (on <prefix>.0.9, beside the nodes)")]
+PortOpt = Annotated[int, typer.Option("--port", min=1, max=65535, help="Prometheus's port (on <prefix>.0.9, beside the nodes)")]
 
 
 @monitoring_app.command("up")

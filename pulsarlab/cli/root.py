@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from typing import Annotated
 
 import typer
 
@@ -27,9 +28,29 @@ from pulsarlab.cli import (
 )
 from pulsarlab.cli.handler import EXIT_CODES, ReportingGroup
 
-# plain click errors: a bad option value is one "Error: ..." line under the usage, not a drawn box
+# plain click errors: a bad option value is one "Error: ..." line under the usage, not a drawn box;
+# -h beside --help on every command (click hands the names down to each subcommand's context)
 app = typer.Typer(cls=ReportingGroup, name="pulsarlab", no_args_is_help=True, rich_markup_mode=None,
+                  context_settings={"help_option_names": ["-h", "--help"]},
                   help=f"Real Apache Pulsar clusters as code.\n\n{EXIT_CODES}")
+
+
+def _version(shown: bool) -> None:
+    if shown:
+        from importlib.metadata import version
+
+        from pulsarlab import settings
+
+        print(f"pulsarlab {version('pulsarlab')} (Pulsar {settings.current().pulsar_version} unless told otherwise)")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    _: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                    help="print pulsarlab's version and the Pulsar release it runs by default")] = False,
+) -> None:
+    """Real Apache Pulsar clusters as code."""
 
 for group in (cluster, chaos, workload, monitoring, compose, verify, inspect, inventory, images, tools, security, report,
               scenario):
