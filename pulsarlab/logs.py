@@ -26,6 +26,11 @@ class NodeLog:
     path: Path | None
     lines: list[str]
 
+    @property
+    def absent(self) -> bool:
+        """The node has a log file, and it does not exist yet (it has not started here)."""
+        return self.path is not None and not self.path.is_file()
+
 
 def check_node(cluster: Endpoints, name: str) -> None:
     names = [n.name for n in cluster.topo.nodes]

@@ -27,6 +27,7 @@ from pulsarlab.runtime.roundtrip import roundtrip
 from pulsarlab.runtime.state import ClusterState
 from pulsarlab.timeouts import timeout
 from pulsarlab.topology import (
+    Role,
     Security,
     Topology,
     bound_to,
@@ -222,8 +223,19 @@ def inspect_replication(state_dir: Path | None, topic: str | None = None) -> rep
     return replication.inspect(open_cluster(state_dir), topic)
 
 
-def inspect_bookies(state_dir: Path | None) -> list[metrics.BookieCounters]:
-    return metrics.snapshot(open_cluster(state_dir))
+def replication_absent(state_dir: Path | None) -> str:
+    """Why ``inspect replication`` has nothing to show."""
+    topo = open_cluster(state_dir).topo
+    if not replication.replicated_namespaces(topo):
+        return f"topology {topo.name!r} replicates no namespace: nothing to show"
+    return "no topic of a replicated namespace yet"
+
+
+def inspect_bookies(state_dir: Path | None) -> tuple[list[metrics.BookieCounters], list[str]]:
+    """The counters of every running bookie, and the bookies that are not running (none to read)."""
+    cluster = open_cluster(state_dir)
+    down = [b.name for b in cluster.topo.nodes_of(Role.BOOKIE) if not cluster.alive(b.name)]
+    return metrics.snapshot(cluster), down
 
 
 def open_cluster(state_dir: Path | None, say: Say = _quiet) -> Endpoints:

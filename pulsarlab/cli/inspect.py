@@ -54,16 +54,20 @@ def inspect_placement(
 
 @inspect_app.command("bookies")
 def inspect_bookies(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
-    """Entries and bytes each bookie has written and read (its own Prometheus counters)."""
-    rows = ops.inspect_bookies(state_dir)
+    """Entries and bytes each bookie has written and read (its own Prometheus counters).
+
+    Exit code 1 when a bookie is not running (named on stderr: it has no counters to show)."""
+    rows, down = ops.inspect_bookies(state_dir)
     if as_json:
         print(json.dumps([r.__dict__ for r in rows], indent=2))
-        return
-    table = Table("bookie", "region", "id", "entries added", "entries read", "bytes written", "bytes read")
-    for r in rows:
-        table.add_row(r.node, r.region, r.bookie_id, f"{r.added_entries:.0f}", f"{r.read_entries:.0f}",
-                      f"{r.written_bytes:.0f}", f"{r.read_bytes:.0f}")
-    out.print(table)
+    else:
+        table = Table("bookie", "region", "id", "entries added", "entries read", "bytes written", "bytes read")
+        for r in rows:
+            table.add_row(r.node, r.region, r.bookie_id, f"{r.added_entries:.0f}", f"{r.read_entries:.0f}",
+                          f"{r.written_bytes:.0f}", f"{r.read_bytes:.0f}")
+        out.print(table)
+    if down:
+        raise CheckFailed(f"not running, no counters: {', '.join(down)}", result_shown=True)
 
 
 @inspect_app.command("replication")
@@ -86,7 +90,7 @@ def inspect_replication(
                           "-" if d.rate_out is None else f"{d.rate_out:.1f}")
         out.print(table)
         if not report.directions:
-            err.print("no replicated topic yet", highlight=False)
+            err.print(ops.replication_absent(state_dir), highlight=False)
     down = [f"{d.topic} {d.source} -> {d.destination}" for d in report.directions if not d.connected]
     if down:
         raise CheckFailed(f"replicator not connected: {'; '.join(down)}", result_shown=True)

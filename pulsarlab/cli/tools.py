@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from pulsarlab.cli import lazy
 from pulsarlab.cli.options import JsonOpt, StateDirOpt, TopologyOpt, out
-from pulsarlab.errors import CheckFailed, UsageError
+from pulsarlab.errors import CheckFailed, StateError, UsageError
 
 if TYPE_CHECKING:
     from pulsarlab import ops
@@ -55,7 +55,8 @@ def logs_cmd(
 ) -> None:
     """Show a node's log, or every node's; -f follows it.
 
-    Exit code: 0, 1 no cluster or no such node, 2 usage error (NODE and --all together, or neither).
+    Exit code: 0, 1 no cluster, no such node or no log yet (a node that has not started here; named),
+    2 usage error (NODE and --all together, or neither).
     """
     from pulsarlab import logs
 
@@ -63,12 +64,18 @@ def logs_cmd(
         raise UsageError("give one NODE, or --all (which does not follow)")
     cluster = ops.open_control(state_dir, "show node logs")
     if all_nodes:
-        for log in logs.all_logs(cluster, lines, since):
+        shown = logs.all_logs(cluster, lines, since)
+        for log in shown:
             for text in log.lines:
                 print(f"{log.node} | {text}")
+        if none := [log for log in shown if log.absent]:
+            raise StateError("no log yet (not started here): " + ", ".join(f"{log.node} ({log.path})" for log in none))
         return
     assert node is not None  # checked above: one NODE or --all
-    for text in logs.tail(cluster, node, lines, since).lines:
+    log = logs.tail(cluster, node, lines, since)
+    if log.absent and not follow:  # following waits for the node to write its first line
+        raise StateError(f"no log of {node} yet: {log.path} does not exist (the node has not started here)")
+    for text in log.lines:
         print(text)
     if follow:
         end = time.monotonic() + follow_for if follow_for is not None else None

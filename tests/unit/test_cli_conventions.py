@@ -36,3 +36,19 @@ def test_a_value_an_option_cannot_mean_is_a_usage_error(args: list[str], tmp_pat
     assert r.exit_code == 2, r.output
     assert "Invalid value" in r.output and "Traceback" not in r.output
     assert not (tmp_path / "none").exists()
+
+
+def test_commands_that_read_nodes_say_so_when_nothing_answers(tmp_path) -> None:
+    """A recorded smoke cluster whose nodes never ran: no empty table with exit 0."""
+    from pulsarlab.render import write_topology
+    from pulsarlab.runtime.state import ClusterState
+    from pulsarlab.topology import load
+
+    topo, state = load("smoke"), tmp_path / "dead"
+    state.mkdir()
+    ClusterState(name=topo.name, runtime="local", topology_ref=topo.name).save(state)
+    write_topology(topo, state)
+    bookies = runner.invoke(app, ["inspect", "bookies", "--state-dir", str(state)])
+    assert bookies.exit_code == 1 and "not running, no counters: bk1, bk2, bk3" in bookies.stderr
+    replication = runner.invoke(app, ["inspect", "replication", "--state-dir", str(state)])
+    assert replication.exit_code == 0 and "replicates no namespace" in replication.stderr

@@ -135,8 +135,12 @@ def test_logs_tail_since_and_all(stopped: Path) -> None:
     recent = runner.invoke(app, ["logs", "pulsar1", "--since", "60", "--state-dir", str(stopped)]).stdout
     assert "new - ready" in recent and "stack frame of the new" in recent and "old" not in recent
     every = runner.invoke(app, ["logs", "--all", "--since", "60", "--state-dir", str(stopped)])
-    assert every.exit_code == 0
     assert every.stdout.splitlines()[0].startswith("pulsar1 | ") and "old" not in every.stdout
+    # the nodes that never started here have no log: named, and the exit code says so
+    assert every.exit_code == 1 and "no log yet (not started here): zk (" in every.stderr, every.stderr
+    assert "pulsar1" not in every.stderr
+    never = runner.invoke(app, ["logs", "bk1", "--state-dir", str(stopped)])
+    assert never.exit_code == 1 and "no log of bk1 yet" in never.stderr and never.stdout == ""
     missing = runner.invoke(app, ["logs", "bk9", "--state-dir", str(stopped)])
     assert missing.exit_code == 1 and "no node 'bk9'" in missing.stderr
 
