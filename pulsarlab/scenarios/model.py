@@ -20,6 +20,7 @@ from pulsarlab.chaos import actions as chaos
 from pulsarlab.errors import TopologyError, UsageError
 from pulsarlab.topology import Topology, parse
 from pulsarlab.topology import load as load_topology
+from pulsarlab.topology.model import name_problem
 from pulsarlab.verify.model import CHECKS, INFORMATIONAL, Expectations
 from pulsarlab.workload.run import WorkloadConfig
 
@@ -220,7 +221,10 @@ def _dotted(loc: list[str]) -> str:
 
 
 def validate(sc: Scenario, source: str) -> None:
-    """Cross-field rules: the topology and its overrides, the workload, faults, waits, checks."""
+    """Cross-field rules: the name (it names the run's folder), the topology and its overrides, the
+    workload, faults, waits, checks."""
+    if why := name_problem(sc.name):
+        raise ScenarioError(source, "name", why)
     try:
         topo = sc.topology_model()
     except TopologyError as exc:

@@ -119,7 +119,17 @@ class Namespace(_Strict):
     replicated_subscriptions: bool = False
 
 
-ROLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+# a name that may become one path component (node folders, state folders, logs, run folders) and a
+# Pulsar identifier: no separator, no leading dot, so no name can reach outside its parent folder
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+ROLE_NAME = SAFE_NAME
+
+
+def name_problem(value: str) -> str | None:
+    """Why ``value`` is not a safe name (None: it is)."""
+    if SAFE_NAME.fullmatch(value):
+        return None
+    return f"{value!r} is not a name: letters, digits, _ . - only, starting with a letter or digit"
 
 
 class Security(_Strict):
@@ -311,7 +321,25 @@ def validate(t: Topology, loopback: bool = True) -> None:
         _check_namespace(t, f"namespaces[{ni}]({ns.name})", ns, tenants)
 
 
+def _check_names(t: Topology) -> None:
+    """Names that become folders and identifiers: the topology's, its nodes', clusters', regions',
+    tenants' and each part of its namespaces'."""
+    named = [("name", t.name), *((f"regions[{i}]", r) for i, r in enumerate(t.regions)),
+             *((f"nodes[{i}].name", n.name) for i, n in enumerate(t.nodes)),
+             *((f"clusters[{i}].name", c.name) for i, c in enumerate(t.clusters)),
+             *((f"tenants[{i}].name", x.name) for i, x in enumerate(t.tenants))]
+    for i, ns in enumerate(t.namespaces):
+        parts = ns.name.split("/")
+        if len(parts) != 2:
+            raise TopologyError(f"namespaces[{i}].name", f"{ns.name!r} is not TENANT/NAMESPACE")
+        named += [(f"namespaces[{i}].name", part) for part in parts]
+    for field, value in named:
+        if why := name_problem(value):
+            raise TopologyError(field, why)
+
+
 def _check_basics(t: Topology) -> None:
+    _check_names(t)
     for field, names in (
         ("regions", t.regions),
         ("nodes", [n.name for n in t.nodes]),

@@ -52,3 +52,40 @@ def test_commands_that_read_nodes_say_so_when_nothing_answers(tmp_path) -> None:
     assert bookies.exit_code == 1 and "not running, no counters: bk1, bk2, bk3" in bookies.stderr
     replication = runner.invoke(app, ["inspect", "replication", "--state-dir", str(state)])
     assert replication.exit_code == 0 and "replicates no namespace" in replication.stderr
+
+
+@pytest.mark.parametrize(("where", "bad", "field"), [
+    (("nodes", 0, "name"), "../../x", "nodes[0].name"),
+    (("nodes", 0, "name"), ".hidden", "nodes[0].name"),
+    (("clusters", 0, "name"), "a/b", "clusters[0].name"),
+    (("name",), "../up", "name"),
+    (("namespaces", 0, "name"), "smoke/.x", "namespaces[0].name"),
+    (("regions", 0), "eu west", "regions[0]"),
+])
+def test_a_name_that_could_leave_its_folder_is_refused_and_nothing_is_written(where, bad, field, tmp_path) -> None:
+    import yaml
+
+    from pulsarlab.topology import BUILTIN_DIR
+
+    data = yaml.safe_load((BUILTIN_DIR / "smoke.yaml").read_text())
+    target = data
+    for key in where[:-1]:
+        target = target[key]
+    target[where[-1]] = bad
+    if where == ("clusters", 0, "name"):
+        data["clusters"][0]["name"] = bad  # every reference is checked after the name itself
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(data))
+    r = runner.invoke(app, ["render", "--topology", str(path), "--out", str(tmp_path / "out")])
+    assert r.exit_code == 2, r.output
+    shown = bad.split("/")[-1] if field.startswith("namespaces") else bad
+    assert f"{field}: {shown!r} is not a name" in r.stderr, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.yaml"]  # nothing written, inside --out or beside it
+
+
+def test_a_scenario_name_names_its_run_folder_so_it_must_be_a_name() -> None:
+    from pulsarlab.scenarios.model import ScenarioError, parse_scenario
+
+    data = {"name": "../../etc", "topology": "sync", "workload": {"rate": 10, "duration": 5}}
+    with pytest.raises(ScenarioError, match="name: '../../etc' is not a name"):
+        parse_scenario(data, "x.yaml")
