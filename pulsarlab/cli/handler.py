@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from typer.core import TyperGroup
 
 from pulsarlab import settings
@@ -50,7 +51,8 @@ def report(exc: BaseException, message: str, code: int, as_json: bool, log: Path
         print(json.dumps({"error": {"type": type(exc).__name__, "message": message, "exit_code": code,
                                     "log": str(log) if log else None}}, indent=2))
     line = message + (f" (traceback in {log})" if log else "")
-    err.print(f"{_label(exc)} {line}", highlight=False, markup=True, soft_wrap=True)
+    # the label is markup; the message is text (a name, a path, a log line may hold [brackets])
+    err.print(f"{_label(exc)} {escape(line)}", highlight=False, markup=True, soft_wrap=True)
     return typer.Exit(code)
 
 

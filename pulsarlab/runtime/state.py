@@ -12,6 +12,8 @@ from pathlib import Path
 
 import psutil
 
+from pulsarlab.errors import StateError
+
 STATE_FILE = "state.json"
 
 
@@ -101,9 +103,14 @@ class ClusterState:
         p = cls.path(state_dir)
         if not p.is_file():
             return None
-        data = json.loads(p.read_text())
-        data["nodes"] = {k: ProcessRecord(**v) for k, v in data.get("nodes", {}).items()}
-        return cls(**data)
+        try:
+            data = json.loads(p.read_text())
+            data["nodes"] = {k: ProcessRecord(**v) for k, v in data.get("nodes", {}).items()}
+            return cls(**data)
+        except (ValueError, TypeError, AttributeError) as exc:  # not JSON, or not the fields pulsarlab writes
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise StateError(f"{p} is not a state file pulsarlab can read ({why}); the nodes it recorded cannot be "
+                             f"told: stop any that still run, then remove {p}") from None
 
     def save(self, state_dir: Path) -> None:
         state_dir.mkdir(parents=True, exist_ok=True)

@@ -89,3 +89,19 @@ def test_a_scenario_name_names_its_run_folder_so_it_must_be_a_name() -> None:
     data = {"name": "../../etc", "topology": "sync", "workload": {"rate": 10, "duration": 5}}
     with pytest.raises(ScenarioError, match="name: '../../etc' is not a name"):
         parse_scenario(data, "x.yaml")
+
+
+def test_brackets_in_an_error_are_shown_as_they_are() -> None:
+    r = runner.invoke(app, ["scenario", "run", "[red]x[/red]"])
+    assert r.exit_code == 2 and "scenario '[red]x[/red]' is neither a built-in" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("garbage", ["{not json", '{"name": 3}', "[1, 2]", ""])
+def test_a_corrupt_state_file_is_named_with_what_to_do_and_no_traceback(garbage: str, tmp_path) -> None:
+    (tmp_path / "state.json").write_text(garbage)
+    for args in (["status"], ["down"], ["up", "--topology", "smoke"]):
+        r = runner.invoke(app, [*args, "--state-dir", str(tmp_path)])
+        assert r.exit_code == 1, (args, r.output)
+        assert f"{tmp_path / 'state.json'} is not a state file pulsarlab can read" in " ".join(r.stderr.split())
+        assert "Traceback" not in r.output and "traceback in" not in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]  # nothing else written or started

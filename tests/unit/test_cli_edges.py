@@ -80,8 +80,13 @@ def test_a_malformed_expectations_file_is_one_line_and_exit_2(tmp_path: Path) ->
     assert "Traceback" not in result.output
 
 
-def test_an_unexpected_error_is_one_line_naming_its_type_and_log(tmp_path: Path) -> None:
-    (tmp_path / "state.json").write_text("{not json")  # a state file someone broke by hand
+def test_an_unexpected_error_is_one_line_naming_its_type_and_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pulsarlab import ops
+
+    def broken(_state_dir: object) -> dict:  # a bug deep inside a command: what the user sees of it
+        raise json.JSONDecodeError("Expecting value", "{", 1)
+
+    monkeypatch.setattr(ops, "status", broken)
     result = runner.invoke(app, ["status", "--state-dir", str(tmp_path)])
     assert result.exit_code == 1
     assert result.stderr.startswith("error: JSONDecodeError: ")
