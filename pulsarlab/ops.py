@@ -17,14 +17,14 @@ from pulsarlab.admin.reconcile import Report
 from pulsarlab.chaos.actions import Fault, check, run_fault
 from pulsarlab.chaos.schedule import Scheduler, Step
 from pulsarlab.deployment import Endpoints, NodeControl, Say, UpResult
-from pulsarlab.errors import StateError, UsageError
+from pulsarlab.errors import PulsarlabError, StateError, UsageError
 from pulsarlab.history.manifest import new_run_id
 from pulsarlab.monitoring import service as monitoring
 from pulsarlab.progress import NO_PROGRESS, Reporter, reporter_of
 from pulsarlab.runtime import RUNTIMES, new_deployment, open_deployment, runtime_class
 from pulsarlab.runtime.external import ExternalCluster
 from pulsarlab.runtime.roundtrip import roundtrip
-from pulsarlab.runtime.state import ClusterState
+from pulsarlab.runtime.state import ClusterState, known_state_dirs
 from pulsarlab.timeouts import timeout
 from pulsarlab.topology import (
     Role,
@@ -50,6 +50,24 @@ def _quiet(_msg: str) -> None:
 
 def _check_runtime(runtime: str) -> None:
     runtime_class(runtime)  # an unknown name is a usage error naming the known ones
+
+
+def known_clusters() -> list[dict]:
+    """Every cluster pulsarlab started or attached on this machine (as ``ls`` shows it): name,
+    runtime, topology, state folder, how many of its nodes run; or why its state cannot be read."""
+    rows: list[dict] = []
+    for folder in known_state_dirs():
+        row: dict = {"state_dir": str(folder)}
+        try:
+            cluster = open_deployment(folder)
+            alive = [n.name for n in cluster.topo.nodes if cluster.alive(n.name)]
+            state = ClusterState.load(folder)
+            row.update(name=cluster.topo.name, runtime=cluster.runtime, topology=state.topology_ref if state else None,
+                       nodes=len(cluster.topo.nodes), running=len(alive), error=None)
+        except PulsarlabError as exc:
+            row.update(name=None, runtime=None, topology=None, nodes=None, running=None, error=str(exc).splitlines()[0])
+        rows.append(row)
+    return rows
 
 
 def find_state_dir(state_dir: Path | None) -> Path:

@@ -12,6 +12,8 @@ PULSARLAB_CACHE            downloads and builds (default ``$XDG_CACHE_HOME/pulsa
 PULSARLAB_MAVEN_REPO       where ``mvn`` puts the distribution (default ``~/.m2/repository``)
 PULSARLAB_TIMEOUT_SCALE    multiplies every readiness timeout (default 1)
 PULSARLAB_DOCKER_STATE     ``scripts/docker-engine``'s folder (default ``$XDG_STATE_HOME/pulsarlab/docker``)
+PULSARLAB_KNOWN_CLUSTERS   where ``pulsarlab ls`` finds every cluster's state folder (default
+                           ``$XDG_STATE_HOME/pulsarlab/clusters``)
 DOCKER_HOST                the Docker engine (default: the socket in that folder)
 PULSARLAB_PROMETHEUS       the ``prometheus`` binary (default: the one on PATH)
 PULSARLAB_TEMPLATES        another folder of Jinja templates (default: the shipped ``templates/``)
@@ -44,6 +46,7 @@ class Settings:
     prometheus: str | None
     templates_dir: Path | None
     java_home: Path | None
+    known_clusters: Path
     state_root: Path = STATE_ROOT
 
     @classmethod
@@ -56,8 +59,8 @@ class Settings:
             return Path(value).expanduser() if value else None
 
         home = home or Path.home()
-        docker_state = path("PULSARLAB_DOCKER_STATE") or (
-            (path("XDG_STATE_HOME") or home / ".local" / "state") / "pulsarlab" / "docker")
+        state_home = (path("XDG_STATE_HOME") or home / ".local" / "state") / "pulsarlab"
+        docker_state = path("PULSARLAB_DOCKER_STATE") or state_home / "docker"
         return cls(
             state_dir=path("PULSARLAB_STATE_DIR"),
             pulsar_version=get("PULSARLAB_PULSAR_VERSION") or DEFAULT_PULSAR_VERSION,
@@ -69,6 +72,7 @@ class Settings:
             prometheus=get("PULSARLAB_PROMETHEUS"),
             templates_dir=path("PULSARLAB_TEMPLATES"),
             java_home=path("JAVA_HOME"),
+            known_clusters=path("PULSARLAB_KNOWN_CLUSTERS") or state_home / "clusters",
         )
 
     @property

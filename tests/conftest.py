@@ -56,6 +56,9 @@ def _lane() -> None:
 
 
 _lane()
+# the clusters the tests start are noted for `pulsarlab ls` in a folder of the run's own, not the
+# user's (subprocesses inherit it)
+os.environ.setdefault("PULSARLAB_KNOWN_CLUSTERS", tempfile.mkdtemp(prefix="pulsarlab-known-"))
 
 
 def tier_of_path(path: str) -> str:

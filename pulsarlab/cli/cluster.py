@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from pulsarlab.cli import lazy
-from pulsarlab.cli.options import ImageOpt, JsonOpt, QuietOpt, StateDirOpt, TopologyOpt, cell, err, out
+from pulsarlab.cli.options import ImageOpt, JsonOpt, QuietOpt, StateDirOpt, TopologyOpt, cell, err, out, print_whole
 from pulsarlab.cli.progress import reporter
 from pulsarlab.errors import CheckFailed
 from pulsarlab.topology import builtin_descriptions
@@ -95,6 +95,24 @@ def up(
         out.print(f"  {c.name}: {cluster.topo.service_url(c.name)}  {cluster.topo.web_url(c.name)}")
     if monitoring:
         out.print(f"  Prometheus: {service.start(cluster).url}")
+
+
+def ls(as_json: JsonOpt = False) -> None:
+    """List the clusters pulsarlab started or attached on this machine, wherever their state
+    folders are: name, runtime, topology, state folder, nodes running.
+
+    Exit code: 0 (an empty list too), 1 when a state folder cannot be read (named)."""
+    rows = ops.known_clusters()
+    if as_json:
+        print(json.dumps(rows, indent=2))
+    else:
+        table = Table("name", "runtime", "topology", "running", "state folder")
+        for r in rows:
+            running = f"{r['running']}/{r['nodes']}" if r["error"] is None else f"unreadable: {r['error']}"
+            table.add_row(r["name"] or "-", r["runtime"] or "-", r["topology"] or "-", running, r["state_dir"])
+        print_whole(out, table)  # a folder cut short is no use
+    if bad := [r["state_dir"] for r in rows if r["error"] is not None]:
+        raise CheckFailed(f"state that cannot be read: {', '.join(bad)}", result_shown=True)
 
 
 def status(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
@@ -186,6 +204,7 @@ def register(app: typer.Typer) -> None:
     app.command("render")(render_cmd)
     app.command()(up)
     app.command()(status)
+    app.command()(ls)
     app.command()(down)
     app.command("configure")(configure_cmd)
     for action in NODE_ACTIONS:

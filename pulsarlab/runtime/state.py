@@ -12,7 +12,9 @@ from pathlib import Path
 
 import psutil
 
+from pulsarlab import settings
 from pulsarlab.errors import StateError
+from pulsarlab.identity import state_digest
 
 STATE_FILE = "state.json"
 
@@ -117,3 +119,31 @@ class ClusterState:
         tmp = self.path(state_dir).with_suffix(".tmp")
         tmp.write_text(json.dumps(asdict(self), indent=2))
         tmp.replace(self.path(state_dir))
+        remember(state_dir)
+
+
+def remember(state_dir: Path) -> None:
+    """Note the state folder where ``pulsarlab ls`` looks (one small file per folder: writers never
+    race); a folder whose state is gone is forgotten when ``ls`` next looks."""
+    try:
+        known = settings.current().known_clusters
+        known.mkdir(parents=True, exist_ok=True)
+        (known / f"{state_digest(state_dir)}.path").write_text(str(state_dir.resolve()))
+    except OSError:
+        pass  # a read-only home: the cluster works, only ls will not list it
+
+
+def known_state_dirs() -> list[Path]:
+    """Every state folder noted by :func:`remember` that still holds a state (the others are forgotten now)."""
+    known = settings.current().known_clusters
+    found = []
+    for entry in sorted(known.glob("*.path")) if known.is_dir() else []:
+        try:
+            folder = Path(entry.read_text().strip())
+        except OSError:
+            continue
+        if ClusterState.path(folder).is_file():
+            found.append(folder)
+        else:
+            entry.unlink(missing_ok=True)
+    return found

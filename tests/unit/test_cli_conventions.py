@@ -105,3 +105,34 @@ def test_a_corrupt_state_file_is_named_with_what_to_do_and_no_traceback(garbage:
         assert f"{tmp_path / 'state.json'} is not a state file pulsarlab can read" in " ".join(r.stderr.split())
         assert "Traceback" not in r.output and "traceback in" not in r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]  # nothing else written or started
+
+
+def test_ls_lists_every_known_cluster_wherever_its_folder_is(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json as jsonlib
+
+    from pulsarlab.render import write_topology
+    from pulsarlab.runtime.state import ClusterState
+    from pulsarlab.topology import load
+
+    monkeypatch.setenv("PULSARLAB_KNOWN_CLUSTERS", str(tmp_path / "known"))
+    assert jsonlib.loads(runner.invoke(app, ["ls", "--json"]).stdout) == []
+    folders = {}
+    for name, runtime in (("smoke", "local"), ("sync", "external")):
+        topo, state = load(name), tmp_path / "elsewhere" / f"{name}-state"
+        ClusterState(name=topo.name, runtime=runtime, topology_ref=topo.name).save(state)
+        write_topology(topo, state)
+        folders[name] = state
+    gone = tmp_path / "gone"
+    ClusterState(name="smoke", runtime="local", topology_ref="smoke").save(gone)
+    (gone / "state.json").unlink()  # taken down: forgotten by the next ls
+    monkeypatch.chdir(tmp_path / "elsewhere")  # any working directory
+    r = runner.invoke(app, ["ls", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = {row["name"]: row for row in jsonlib.loads(r.stdout)}
+    assert set(rows) == {"smoke", "sync"}
+    assert rows["smoke"]["state_dir"] == str(folders["smoke"].resolve()) and rows["smoke"]["runtime"] == "local"
+    assert rows["smoke"]["running"] == 0 and rows["smoke"]["nodes"] == 5 and rows["sync"]["runtime"] == "external"
+    assert len(list((tmp_path / "known").glob("*.path"))) == 2
+    (folders["sync"] / "state.json").write_text("{broken")
+    r = runner.invoke(app, ["ls"])
+    assert r.exit_code == 1 and "state that cannot be read" in r.stderr and "sync-state" in r.stdout
