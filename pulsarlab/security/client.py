@@ -3,6 +3,7 @@ the token is read when a call is made and never stored elsewhere)."""
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,9 @@ from typing import Any
 import pulsar
 
 TOKEN_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
+# the C++ client's own log lines (a broker refusing connections during a fault, say): appended
+# here, never on stdout, where a command's --json document goes
+CLIENT_LOG = Path(tempfile.gettempdir()) / "pulsarlab-pulsar-client.log"
 
 
 @dataclass(frozen=True)
@@ -69,12 +73,12 @@ OPEN = ClientAuth()
 
 
 def client(service_url: str, operation_timeout: int = 30, auth: ClientAuth | None = None) -> pulsar.Client:
-    """A pulsar-client that logs only errors (the C++ client is chatty at info); with ``auth``, it
-    sends that token and trusts that CA (hostnames verified)."""
+    """A pulsar-client that logs only errors (the C++ client is chatty at info), into
+    :data:`CLIENT_LOG`; with ``auth``, it sends that token and trusts that CA (hostnames verified)."""
     return pulsar.Client(
         service_url,
         operation_timeout_seconds=operation_timeout,
         connection_timeout_ms=5000,
-        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
+        logger=pulsar.FileLogger(pulsar.LoggerLevel.Error, str(CLIENT_LOG)),
         **(auth.pulsar_client_kwargs() if auth else {}),
     )

@@ -136,3 +136,22 @@ def test_ls_lists_every_known_cluster_wherever_its_folder_is(tmp_path, monkeypat
     (folders["sync"] / "state.json").write_text("{broken")
     r = runner.invoke(app, ["ls"])
     assert r.exit_code == 1 and "state that cannot be read" in r.stderr and "sync-state" in r.stdout
+
+
+def test_the_pulsar_clients_log_lines_never_reach_stdout(capfd: pytest.CaptureFixture[str]) -> None:
+    """The C++ client writes on the process's own stdout unless told otherwise: a refused connection
+    (a broker down during a fault) would land in the middle of a --json document."""
+    import pulsar
+
+    from pulsarlab.security.client import CLIENT_LOG, client
+
+    before = CLIENT_LOG.stat().st_size if CLIENT_LOG.exists() else 0
+    c = client("pulsar://127.0.0.1:1", operation_timeout=2)  # nothing listens there: refused
+    try:
+        with pytest.raises(pulsar.PulsarException):
+            c.create_producer("persistent://public/default/nowhere")
+    finally:
+        c.close()
+    shown = capfd.readouterr()
+    assert "Connection refused" not in shown.out and "ClientConnection" not in shown.out
+    assert "Connection refused" in CLIENT_LOG.read_text(errors="replace")[before:]
