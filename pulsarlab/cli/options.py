@@ -4,6 +4,7 @@ stdout, everything else on stderr)."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,8 +15,17 @@ from rich.table import Table
 
 from pulsarlab.topology import BUILTINS
 
-out = Console()
-err = Console(stderr=True)
+PIPED_WIDTH = 4096  # rich assumes 80 columns when its stream is no terminal and would wrap there
+
+
+def _console(stderr: bool = False) -> Console:
+    """A console that sizes itself to the terminal; into a pipe or a file, lines as long as they are."""
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, width=None if stream.isatty() else PIPED_WIDTH)
+
+
+out = _console()
+err = _console(stderr=True)
 
 
 JSON_KEY = "as_json"  # where --json leaves its value for the handler (click's ctx.meta, shared by nested commands)

@@ -155,3 +155,18 @@ def test_the_pulsar_clients_log_lines_never_reach_stdout(capfd: pytest.CaptureFi
     shown = capfd.readouterr()
     assert "Connection refused" not in shown.out and "ClientConnection" not in shown.out
     assert "Connection refused" in CLIENT_LOG.read_text(errors="replace")[before:]
+
+
+def test_into_a_pipe_lines_are_as_long_as_they_are() -> None:
+    """rich would wrap at 80 columns when stdout is no terminal: each scenario on one line instead."""
+    import os
+    import subprocess
+    import sys
+
+    from pulsarlab.scenarios.model import builtin_names
+
+    done = subprocess.run([sys.executable, "-m", "pulsarlab.cli", "scenario", "list"], capture_output=True, text=True,
+                          timeout=120, env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("│")]
+    assert len(rows) == len(builtin_names()) and max(len(r) for r in rows) > 120
