@@ -136,3 +136,13 @@ class ImageMissingError(PulsarlabError):
 
 class ImageBuildError(PulsarlabError):
     """Building the base or the Pulsar image failed; carries the stage and the tool's output."""
+
+
+def yaml_problem(path: object, exc: Exception) -> str:
+    """A YAML parser's error in one line, as editors and compilers say it: ``FILE:LINE:COLUMN:
+    problem`` (PyYAML's own text spans several lines and names no file)."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
+    context = getattr(exc, "context", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    return f"{where}: {problem}" + (f" ({context})" if context else "")

@@ -17,7 +17,7 @@ from pulsarlab.admin.reconcile import Report
 from pulsarlab.chaos.actions import Fault, check, run_fault
 from pulsarlab.chaos.schedule import Scheduler, Step
 from pulsarlab.deployment import Endpoints, NodeControl, Say, UpResult
-from pulsarlab.errors import PulsarlabError, StateError, UsageError
+from pulsarlab.errors import PulsarlabError, StateError, UsageError, yaml_problem
 from pulsarlab.history.manifest import new_run_id
 from pulsarlab.monitoring import service as monitoring
 from pulsarlab.progress import NO_PROGRESS, Reporter, reporter_of
@@ -453,7 +453,9 @@ def verify_history(
         raise UsageError(f"no expectations file {expectations}")
     try:
         expect = Expectations.load(expectations) if expectations else None
-    except (ValueError, yaml.YAMLError) as exc:  # pydantic's ValidationError is a ValueError
+    except yaml.YAMLError as exc:
+        raise UsageError(f"expectations file is not valid YAML: {yaml_problem(expectations, exc)}") from None
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UsageError(f"expectations file {expectations}: {first}") from None
     for d in directories:  # before Spark starts: a folder that is no history is a usage error

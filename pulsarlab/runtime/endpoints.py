@@ -19,7 +19,7 @@ import yaml
 from pulsarlab.deployment import NodeEndpoint, NodeStatus, Say, quiet
 from pulsarlab.distribution import Distribution
 from pulsarlab.distribution import resolve as resolve_distribution
-from pulsarlab.errors import StateError
+from pulsarlab.errors import PulsarlabError, StateError, yaml_problem
 from pulsarlab.progress import reporter_of
 from pulsarlab.runtime.state import ClusterState
 from pulsarlab.runtime.waits import HttpOk, ZkServing
@@ -47,7 +47,13 @@ class RecordedDeployment(abc.ABC):
         topo_file = state_dir / "topology.yaml"
         if not ClusterState.path(state_dir).is_file() or not topo_file.is_file():
             raise StateError(f"no pulsarlab cluster in {state_dir}: run 'pulsarlab up' first")
-        return cls(parse(yaml.safe_load(topo_file.read_text())), state_dir, dist, say)
+        try:
+            topo = parse(yaml.safe_load(topo_file.read_text()))
+        except (yaml.YAMLError, PulsarlabError) as exc:  # a file edited or cut short by hand
+            why = yaml_problem(topo_file, exc) if isinstance(exc, yaml.YAMLError) else str(exc).splitlines()[0]
+            raise StateError(f"the deployment's topology cannot be read ({why}): {topo_file} is pulsarlab's own "
+                             "record; restore it, or stop the nodes and remove the folder") from None
+        return cls(topo, state_dir, dist, say)
 
     # ----- observations: what a runtime must say about one node ----------------------------------
     @abc.abstractmethod

@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from pulsarlab.chaos import actions as chaos
-from pulsarlab.errors import TopologyError, UsageError
+from pulsarlab.errors import TopologyError, UsageError, yaml_problem
 from pulsarlab.topology import Topology, parse
 from pulsarlab.topology import load as load_topology
 from pulsarlab.topology.model import name_problem
@@ -180,7 +180,7 @@ def load(ref: str) -> Scenario:
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
-        raise UsageError(f"scenario {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+        raise UsageError(f"scenario is not valid YAML: {yaml_problem(path, exc)}") from None
     return parse_scenario(data, str(path) if path.parent != BUILTIN_DIR else ref)
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from pulsarlab.errors import TopologyError
+from pulsarlab.errors import TopologyError, yaml_problem
 from pulsarlab.topology.ids import bookie_id, broker_id, id_address
 from pulsarlab.topology.model import (
     Cluster,
@@ -75,7 +75,7 @@ def load(ref: str, loopback: bool = True) -> Topology:
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
-        raise TopologyError("topology", f"{path} is not valid YAML: {exc}") from None
+        raise TopologyError("topology", f"not valid YAML: {yaml_problem(path, exc)}") from None
     if not isinstance(data, dict):
         raise TopologyError("<root>", f"{path} must hold a mapping")
     return parse(data, loopback)

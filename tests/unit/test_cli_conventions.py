@@ -170,3 +170,26 @@ def test_into_a_pipe_lines_are_as_long_as_they_are() -> None:
     assert done.returncode == 0, done.stderr
     rows = [line for line in done.stdout.splitlines() if line.startswith("│")]
     assert len(rows) == len(builtin_names()) and max(len(r) for r in rows) > 120
+
+
+@pytest.mark.parametrize(("what", "args"), [
+    ("topology", ["render", "--topology", "{file}", "--out", "{tmp}/out"]),
+    ("scenario", ["scenario", "run", "{file}", "--out", "{tmp}/out"]),
+])
+def test_a_yaml_mistake_is_one_line_naming_file_line_and_column(what: str, args: list[str], tmp_path) -> None:
+    bad = tmp_path / f"{what}.yaml"
+    bad.write_text("name: x\nnodes: [\n  - a\n")
+    r = runner.invoke(app, [a.format(file=bad, tmp=tmp_path) for a in args])
+    assert r.exit_code == 2, r.output
+    assert f"{bad}:3:3: expected the node content, but found '-' (while parsing a flow node)" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "<unicode string>" not in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_broken_topology_record_in_a_state_folder_is_named(tmp_path) -> None:
+    from pulsarlab.runtime.state import ClusterState
+
+    ClusterState(name="smoke", runtime="local", topology_ref="smoke").save(tmp_path)
+    (tmp_path / "topology.yaml").write_text("name: [x\n")
+    r = runner.invoke(app, ["status", "--state-dir", str(tmp_path)])
+    assert r.exit_code == 1 and f"{tmp_path / 'topology.yaml'}:2:1:" in r.stderr and "Traceback" not in r.output
