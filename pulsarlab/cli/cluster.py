@@ -12,7 +12,7 @@ from rich.table import Table
 from pulsarlab.cli import lazy
 from pulsarlab.cli.options import ImageOpt, JsonOpt, QuietOpt, StateDirOpt, TopologyOpt, cell, err, out, print_whole
 from pulsarlab.cli.progress import reporter
-from pulsarlab.errors import CheckFailed
+from pulsarlab.errors import CheckFailed, UsageError
 from pulsarlab.topology import builtin_descriptions
 
 if TYPE_CHECKING:
@@ -35,6 +35,35 @@ def topologies(as_json: JsonOpt = False) -> None:
     for name, text in desc.items():
         table.add_row(name, text)
     out.print(table)
+
+
+def validate(
+    file: Annotated[Path, typer.Argument(help="a topology or a scenario YAML file", exists=True, dir_okay=False)],
+    as_json: JsonOpt = False,
+) -> None:
+    """Check a topology or a scenario file without starting anything: every rule that holds
+    before a cluster runs (a scenario's topology too).
+
+    Exit code: 0 valid, 2 invalid (the field and the rule named)."""
+    import yaml
+
+    from pulsarlab.errors import yaml_problem
+
+    try:
+        data = yaml.safe_load(file.read_text())
+    except yaml.YAMLError as exc:
+        raise UsageError(f"not valid YAML: {yaml_problem(file, exc)}") from None
+    if isinstance(data, dict) and "workload" in data:  # a scenario names a workload, a topology never does
+        from pulsarlab.scenarios.model import load as load_scenario
+
+        sc = load_scenario(str(file))
+        kind, name = "scenario", sc.name
+    else:
+        kind, name = "topology", ops.load_topology(str(file)).name
+    if as_json:
+        print(json.dumps({"file": str(file), "kind": kind, "name": name, "valid": True}))
+    else:
+        out.print(f"{file}: a valid {kind} ({name})", highlight=False)
 
 
 def render_cmd(
@@ -201,6 +230,7 @@ def _node_cmd(action: str):
 
 def register(app: typer.Typer) -> None:
     app.command()(topologies)
+    app.command()(validate)
     app.command("render")(render_cmd)
     app.command()(up)
     app.command()(status)

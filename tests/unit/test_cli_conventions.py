@@ -193,3 +193,21 @@ def test_a_broken_topology_record_in_a_state_folder_is_named(tmp_path) -> None:
     (tmp_path / "topology.yaml").write_text("name: [x\n")
     r = runner.invoke(app, ["status", "--state-dir", str(tmp_path)])
     assert r.exit_code == 1 and f"{tmp_path / 'topology.yaml'}:2:1:" in r.stderr and "Traceback" not in r.output
+
+
+def test_validate_checks_a_topology_or_a_scenario_file_without_starting_anything(tmp_path) -> None:
+    import json as jsonlib
+
+    from pulsarlab.scenarios.model import BUILTIN_DIR as SCENARIOS
+    from pulsarlab.topology import BUILTIN_DIR as TOPOLOGIES
+
+    topo = runner.invoke(app, ["validate", str(TOPOLOGIES / "sync.yaml"), "--json"])
+    assert topo.exit_code == 0 and jsonlib.loads(topo.stdout) == {
+        "file": str(TOPOLOGIES / "sync.yaml"), "kind": "topology", "name": "sync", "valid": True}
+    sc = runner.invoke(app, ["validate", str(SCENARIOS / "kill-ensemble-bookie.yaml")])
+    assert sc.exit_code == 0 and "a valid scenario (kill-ensemble-bookie)" in sc.stdout
+    bad = tmp_path / "s.yaml"
+    bad.write_text("name: s\ntopology: sync\nworkload: {rate: 10, duration: 5}\nschedule: [{at: 1, fault: kill bk9}]\n")
+    r = runner.invoke(app, ["validate", str(bad)])
+    assert r.exit_code == 2 and "schedule[0].fault" in r.stderr and "bk9" in r.stderr
+    assert runner.invoke(app, ["validate", str(tmp_path / "missing.yaml")]).exit_code == 2
