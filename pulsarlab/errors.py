@@ -49,10 +49,21 @@ class TopologyError(PulsarlabError):
 
     exit_code = 2
 
-    def __init__(self, field: str, rule: str) -> None:
+    def __init__(self, field: str, rule: str, more: list[TopologyError] | None = None) -> None:
         self.field = field
         self.rule = rule
-        super().__init__(f"invalid topology: {field}: {rule}")
+        self.problems = [(field, rule), *((e.field, e.rule) for e in more or [])]
+        if len(self.problems) == 1:
+            super().__init__(f"invalid topology: {field}: {rule}")
+        else:
+            shown = "; ".join(f"{f}: {r}" for f, r in self.problems)
+            super().__init__(f"invalid topology, {len(self.problems)} problems: {shown}")
+
+    @classmethod
+    def of(cls, problems: list[TopologyError]) -> TopologyError:
+        """One error naming every problem found (the first one's field and rule as its own)."""
+        first, *rest = problems
+        return cls(first.field, first.rule, rest)
 
 
 class DistributionError(PulsarlabError):

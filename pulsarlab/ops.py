@@ -454,7 +454,7 @@ def verify_history(
     try:
         expect = Expectations.load(expectations) if expectations else None
     except yaml.YAMLError as exc:
-        raise UsageError(f"expectations file is not valid YAML: {yaml_problem(expectations, exc)}") from None
+        raise UsageError(f"expectations file {yaml_problem(expectations, exc)} (not valid YAML)") from None
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UsageError(f"expectations file {expectations}: {first}") from None

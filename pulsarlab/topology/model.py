@@ -11,7 +11,9 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections import Counter
+from collections.abc import Callable
 from enum import StrEnum
+from functools import partial
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -248,9 +250,8 @@ def parse(data: dict[str, Any], loopback: bool = True) -> Topology:
     try:
         topo = Topology.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "<root>"
-        raise TopologyError(field, err["msg"]) from None
+        raise TopologyError.of([TopologyError(".".join(str(p) for p in err["loc"]) or "<root>", err["msg"])
+                                for err in exc.errors()]) from None
     validate(topo, loopback)
     return topo
 
@@ -305,20 +306,32 @@ def _dupes(names: list[str]) -> list[str]:
 
 
 def validate(t: Topology, loopback: bool = True) -> None:
-    """Check every cross-field rule; raise TopologyError on the first violation. ``loopback``:
-    every node on 127.0.0.0/8 (one machine's runtimes)."""
-    _check_basics(t)
+    """Check every cross-field rule; raise one TopologyError naming every violation found (each
+    node, cluster, tenant and namespace is checked on its own). ``loopback``: every node on
+    127.0.0.0/8 (one machine's runtimes)."""
+    _check_basics(t)  # what the other checks rely on (names, at least one cluster...): alone, first
     clusters = {c.name for c in t.clusters}
-    for i, n in enumerate(t.nodes):
-        _check_node(t, f"nodes[{i}]({n.name})", n, clusters, loopback)
-    _check_port_clashes(t)
-    for ci, c in enumerate(t.clusters):
-        _check_cluster(t, f"clusters[{ci}]({c.name})", c)
-    for ti, x in enumerate(t.tenants):
-        _check_tenant(f"tenants[{ti}]({x.name}).clusters", x, clusters)
     tenants = {x.name: x for x in t.tenants}
-    for ni, ns in enumerate(t.namespaces):
-        _check_namespace(t, f"namespaces[{ni}]({ns.name})", ns, tenants)
+    checks: list[Callable[[], None]] = [
+        *(partial(_check_node, t, f"nodes[{i}]({n.name})", n, clusters, loopback) for i, n in enumerate(t.nodes)),
+        partial(_check_port_clashes, t),
+        *(partial(_check_cluster, t, f"clusters[{ci}]({c.name})", c) for ci, c in enumerate(t.clusters)),
+        *(partial(_check_tenant, f"tenants[{ti}]({x.name}).clusters", x, clusters) for ti, x in enumerate(t.tenants)),
+        *(partial(_check_namespace, t, f"namespaces[{ni}]({ns.name})", ns, tenants) for ni, ns in enumerate(t.namespaces)),
+    ]
+    problems: list[TopologyError] = []
+    for check in checks:
+        try:
+            check()
+        except TopologyError as exc:
+            problems.append(exc)
+        except (KeyError, ValueError, AttributeError):
+            if not problems:
+                raise
+            # this check tripped over a problem already found (an unknown region has no addresses):
+            # the others still run
+    if problems:
+        raise TopologyError.of(problems)
 
 
 def _check_names(t: Topology) -> None:
@@ -333,9 +346,8 @@ def _check_names(t: Topology) -> None:
         if len(parts) != 2:
             raise TopologyError(f"namespaces[{i}].name", f"{ns.name!r} is not TENANT/NAMESPACE")
         named += [(f"namespaces[{i}].name", part) for part in parts]
-    for field, value in named:
-        if why := name_problem(value):
-            raise TopologyError(field, why)
+    if problems := [TopologyError(field, why) for field, value in named if (why := name_problem(value))]:
+        raise TopologyError.of(problems)
 
 
 def _check_basics(t: Topology) -> None:

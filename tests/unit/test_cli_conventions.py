@@ -211,3 +211,24 @@ def test_validate_checks_a_topology_or_a_scenario_file_without_starting_anything
     r = runner.invoke(app, ["validate", str(bad)])
     assert r.exit_code == 2 and "schedule[0].fault" in r.stderr and "bk9" in r.stderr
     assert runner.invoke(app, ["validate", str(tmp_path / "missing.yaml")]).exit_code == 2
+
+
+def test_a_topology_with_several_mistakes_names_them_all(tmp_path) -> None:
+    import yaml
+
+    from pulsarlab.topology import BUILTIN_DIR
+
+    data = yaml.safe_load((BUILTIN_DIR / "sync.yaml").read_text())
+    data["nodes"][5]["cluster"] = "nope"
+    data["nodes"][6]["ports"] = {"service": 70000}
+    data["namespaces"][1]["persistence"] = {"ensemble": 9, "write_quorum": 2, "ack_quorum": 2}
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(data))
+    r = runner.invoke(app, ["validate", str(path)])
+    assert r.exit_code == 2
+    said = " ".join(r.stderr.split())
+    # the three, and what follows from them (pulsar1-eu, in no known cluster, cannot be an isolation primary)
+    assert said.startswith("error: invalid topology, 4 problems:"), said
+    assert "isolation[0](ns-is-policy-eu).primary: 'pulsar1-eu' is not a broker of cluster mycluster" in said
+    for field in ("nodes[5](pulsar1-eu).cluster", "nodes[6](pulsar2-eu).ports", "namespaces[1](mytenant/us).persistence"):
+        assert field in said, (field, said)
