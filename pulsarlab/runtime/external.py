@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import socket
+from pathlib import Path
 
 from pulsarlab.render import write_topology
 from pulsarlab.runtime.endpoints import RecordedDeployment
@@ -36,11 +37,7 @@ class ExternalCluster(RecordedDeployment):
 
     def down(self, keep_data: bool = False) -> list[str]:
         """Forget the attachment; the nodes keep running."""
-        monitoring = self.state_dir / "monitoring"
-        ClusterState.path(self.state_dir).unlink(missing_ok=True)
-        (self.state_dir / "topology.yaml").unlink(missing_ok=True)
-        if not keep_data:
-            shutil.rmtree(monitoring, ignore_errors=True)
+        detach(self.state_dir, keep_data)
         self.say(f"detached from {self.topo.name}; its nodes keep running")
         return []
 
@@ -55,3 +52,13 @@ class ExternalCluster(RecordedDeployment):
 
     def process_info(self, name: str) -> tuple[int | None, bool, bool]:
         return None, self.node_alive(name), False
+
+
+def detach(state_dir: Path, keep_data: bool, *also: str) -> None:
+    """Forget an attachment recorded in ``state_dir`` (and the files ``also`` names there); its
+    monitoring data goes too unless kept. Nothing of the nodes themselves is touched."""
+    ClusterState.path(state_dir).unlink(missing_ok=True)
+    for name in ("topology.yaml", *also):
+        (state_dir / name).unlink(missing_ok=True)
+    if not keep_data:
+        shutil.rmtree(state_dir / "monitoring", ignore_errors=True)

@@ -24,14 +24,14 @@ from pulsarlab.errors import NodeStartError, StateError
 from pulsarlab.render import write_topology
 from pulsarlab.runtime.base import NodeRuntime
 from pulsarlab.runtime.docker import engine
+from pulsarlab.runtime.external import MAIN_PORT, detach
 from pulsarlab.runtime.state import ClusterState
 from pulsarlab.timeouts import timeout
-from pulsarlab.topology import Node, Role, Topology
+from pulsarlab.topology import Node, Topology
 
 SETTINGS_FILE = "compose-attached.json"
 NODE_LABEL = "org.pulsarlab.node"
 PROJECT_LABEL = "com.docker.compose.project"
-MAIN_PORT = {Role.ZOOKEEPER: "client", Role.BOOKIE: "bookie", Role.BROKER: "service"}
 DATA_DIR = "/pulsar/data"  # where compose/*.yml mount each node's data volume
 
 
@@ -129,9 +129,7 @@ class ComposeAttached(NodeRuntime):
 
         if cut := remove_if_any(self.state_dir):
             self.say(f"removed {cut} packet filter rule(s) of this deployment")
-        for f in (SETTINGS_FILE, "topology.yaml"):
-            (self.state_dir / f).unlink(missing_ok=True)
-        ClusterState.path(self.state_dir).unlink(missing_ok=True)
+        detach(self.state_dir, keep_data, SETTINGS_FILE)
         self.say(f"detached from {self.topo.name} (Compose project {self.project}); its containers keep running")
         return []
 
