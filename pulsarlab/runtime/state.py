@@ -122,6 +122,21 @@ class ClusterState:
         remember(state_dir)
 
 
+def read_record(path: Path) -> dict:
+    """A JSON record pulsarlab keeps in a state folder (a runtime's settings), ``{}`` when absent;
+    one that cannot be read is a :class:`StateError` naming it, not a traceback."""
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except ValueError as exc:
+        data = exc
+    if not isinstance(data, dict):
+        raise StateError(f"{path} is not a record pulsarlab can read ({data}); restore it, or stop the "
+                         "deployment's nodes and remove the folder")
+    return data
+
+
 def remember(state_dir: Path) -> None:
     """Note the state folder where ``pulsarlab ls`` looks (one small file per folder: writers never
     race); a folder whose state is gone is forgotten when ``ls`` next looks."""

@@ -232,3 +232,17 @@ def test_a_topology_with_several_mistakes_names_them_all(tmp_path) -> None:
     assert "isolation[0](ns-is-policy-eu).primary: 'pulsar1-eu' is not a broker of cluster mycluster" in said
     for field in ("nodes[5](pulsar1-eu).cluster", "nodes[6](pulsar2-eu).ports", "namespaces[1](mytenant/us).persistence"):
         assert field in said, (field, said)
+
+
+@pytest.mark.parametrize(("runtime", "record"), [("docker", "docker.json"), ("compose", "compose-attached.json")])
+def test_a_corrupt_runtime_record_is_named_too(runtime: str, record: str, tmp_path) -> None:
+    from pulsarlab.render import write_topology
+    from pulsarlab.runtime.state import ClusterState
+    from pulsarlab.topology import load
+
+    ClusterState(name="smoke", runtime=runtime, topology_ref="smoke").save(tmp_path)
+    write_topology(load("smoke"), tmp_path)
+    (tmp_path / record).write_text("{cut short")
+    r = runner.invoke(app, ["status", "--state-dir", str(tmp_path)])
+    assert r.exit_code == 1 and f"{tmp_path / record} is not a record pulsarlab can read" in " ".join(r.stderr.split())
+    assert "Traceback" not in r.output and "traceback in" not in r.stderr

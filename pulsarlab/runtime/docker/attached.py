@@ -25,7 +25,7 @@ from pulsarlab.render import write_topology
 from pulsarlab.runtime.base import NodeRuntime
 from pulsarlab.runtime.docker import engine
 from pulsarlab.runtime.external import MAIN_PORT, detach
-from pulsarlab.runtime.state import ClusterState
+from pulsarlab.runtime.state import ClusterState, read_record
 from pulsarlab.timeouts import timeout
 from pulsarlab.topology import Node, Topology
 
@@ -106,7 +106,7 @@ class ComposeAttached(NodeRuntime):
 
     def __init__(self, topo: Topology, state_dir: Path, dist: Distribution | None = None, say: Say = quiet) -> None:
         super().__init__(topo, state_dir, dist, say)
-        saved = json.loads(p.read_text()) if (p := self.state_dir / SETTINGS_FILE).is_file() else {}
+        saved = read_record(self.state_dir / SETTINGS_FILE)
         self.project: str = saved.get("project", "")
         self.host: str = saved.get("host") or engine.default_host()
         self.containers: dict[str, str] = saved.get("containers", {})

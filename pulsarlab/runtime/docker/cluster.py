@@ -20,6 +20,7 @@ from pulsarlab.errors import NodeStartError, ProcessFailedError, StateError
 from pulsarlab.runtime.base import NodeRuntime
 from pulsarlab.runtime.docker import compose, engine
 from pulsarlab.runtime.docker.image import default_tag
+from pulsarlab.runtime.state import read_record
 from pulsarlab.runtime.waits import log_tail
 from pulsarlab.timeouts import timeout
 from pulsarlab.topology import Node, Topology
@@ -44,7 +45,7 @@ class DockerCluster(NodeRuntime):
     # ----- the engine and the project -----------------------------------------------------------
     def _settings(self) -> dict:
         path = self.state_dir / SETTINGS_FILE
-        return json.loads(path.read_text()) if path.is_file() else {}
+        return read_record(path)
 
     @property
     def compose_file(self) -> Path:
