@@ -146,6 +146,16 @@ class NodeControl(Endpoints, Protocol):
         node talks from the same loopback source address); None when it cannot be told."""
         ...
 
+    def cut_problem(self) -> str | None:
+        """Why this machine's packet filter cannot cut this deployment's traffic (its nodes run
+        elsewhere); None when network faults can act on it."""
+        ...
+
+    def preflight(self) -> None:
+        """Before faults run: raise :class:`~pulsarlab.errors.StateError` naming what keeps them
+        from acting on the nodes (an unreachable host, a missing right)."""
+        ...
+
     def up(
         self, check: Callable[[NodeControl], None] | None = None,
         before_brokers: Callable[[NodeControl], None] | None = None,

@@ -21,7 +21,7 @@ from pulsarlab.errors import PulsarlabError, StateError, UsageError, yaml_proble
 from pulsarlab.history.manifest import new_run_id
 from pulsarlab.monitoring import service as monitoring
 from pulsarlab.progress import NO_PROGRESS, Reporter, reporter_of
-from pulsarlab.runtime import RUNTIMES, new_deployment, open_deployment, runtime_class
+from pulsarlab.runtime import ATTACHED, RUNTIMES, new_deployment, open_deployment, startable
 from pulsarlab.runtime.external import ExternalCluster
 from pulsarlab.runtime.roundtrip import roundtrip
 from pulsarlab.runtime.state import ClusterState, known_state_dirs
@@ -46,10 +46,6 @@ __all__ = ["RUNTIMES", "WorkloadConfig"]
 
 def _quiet(_msg: str) -> None:
     pass
-
-
-def _check_runtime(runtime: str) -> None:
-    runtime_class(runtime)  # an unknown name is a usage error naming the known ones
 
 
 def known_clusters() -> list[dict]:
@@ -85,7 +81,7 @@ def find_state_dir(state_dir: Path | None) -> Path:
 
 def _runtime_options(runtime: str, image: str | None) -> dict[str, str]:
     """Options only some runtimes take: ``image`` is the docker runtime's."""
-    _check_runtime(runtime)
+    startable(runtime)  # an unknown name, or one that only attaches: a usage error naming the others
     if image is None:
         return {}
     if runtime != "docker":
@@ -177,21 +173,33 @@ def up(
     return cluster.up(check=check, before_brokers=seed_racks, brokers_ready=configure_early), cluster
 
 
-def attach(topology: str, state_dir: Path | None, wait: float | None = None,
-           compose_project: str | None = None) -> tuple[str, Path, list[str], str]:
+def attach(topology: str, state_dir: Path | None, wait: float | None = None, compose_project: str | None = None,
+           inventory: Path | None = None, playbooks: Path | None = None) -> tuple[str, Path, list[str], str]:
     """Attach to a cluster pulsarlab did not start, at the topology's addresses: (topology name,
-    state directory, the nodes that answered, how pulsarlab controls its nodes). When a Compose
-    project on the Docker engine runs its nodes (``compose_project``, or the only one found),
-    pulsarlab acts on them through it; otherwise it has no node control, and says why."""
+    state directory, the nodes that answered, how pulsarlab controls its nodes). With
+    ``inventory``, its nodes run on the hosts of that Ansible inventory and pulsarlab acts on them
+    through ``playbooks``' node.yml. Otherwise, when a Compose project on the Docker engine runs its
+    nodes (``compose_project``, or the only one found), pulsarlab acts on them through it; else it
+    has no node control, and says why."""
     from pulsarlab.runtime.docker.attached import ComposeAttached, find_project
+    from pulsarlab.runtime.hosts import AnsibleHosts, Inventory
 
+    if inventory is not None and compose_project is not None:
+        raise UsageError("--inventory (Ansible hosts) and --compose-project (containers) name two ways to reach "
+                         "the nodes: pass one")
+    if playbooks is not None and inventory is None:
+        raise UsageError("--playbooks goes with --inventory (the playbooks that act on its hosts)")
     topo = load(topology)
     state_dir = state_dir or settings.current().cluster_dir(topo.name)
     previous = ClusterState.load(state_dir)
-    if previous is not None and previous.runtime not in ("external", "compose"):
+    if previous is not None and previous.runtime not in ATTACHED:
         raise UsageError(f"{state_dir} holds a cluster pulsarlab started ({previous.runtime} runtime): "
                          "choose another --state-dir")
+    hosts = Inventory.checked(topo, inventory, playbooks) if inventory is not None else None  # before anything is written
     nodes = ExternalCluster(topo, state_dir).attach(wait)
+    if hosts is not None:
+        AnsibleHosts(topo, state_dir).record(hosts)
+        return topo.name, state_dir, nodes, f"node control through Ansible ({hosts.path}, {hosts.playbooks / 'node.yml'})"
     found = find_project(topo, project=compose_project)
     if found.project is None:
         if compose_project is not None:  # asked for: its absence is an error, and nothing stays attached
@@ -327,7 +335,10 @@ def fault_schedule(state_dir: Path | None, steps: Sequence[Step | str], out: Pat
     :func:`workload_run`); every fault checked against the running cluster now."""
     try:
         parsed = [Fault.parse(s) if isinstance(s, str) else s for s in steps]
-        return Scheduler(open_control(state_dir, "run faults", say), parsed, history=out, say=say)
+        cluster = open_control(state_dir, "run faults", say)
+        if any(isinstance(s, Fault) for s in parsed):
+            cluster.preflight()
+        return Scheduler(cluster, parsed, history=out, say=say)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 

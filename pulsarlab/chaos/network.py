@@ -30,6 +30,8 @@ def members(cluster: NodeControl, names: list[str]) -> list[netfilter.Member]:
     """The named nodes as a cut sees them: each one's own cgroup and its address. Refused, naming
     the node, when a node's traffic cannot be told apart from the others' (a rule would then cut
     nothing, or everything)."""
+    if problem := cluster.cut_problem():
+        raise StateError(f"cannot cut {', '.join(names)} off: {problem}")
     by_name = {e.name: e.address for e in cluster.endpoints()}
     groups = {e.name: cluster.traffic_cgroup(e.name) for e in cluster.endpoints()}
     out = []
@@ -66,7 +68,16 @@ def isolate_rules(cluster: NodeControl, node: str) -> list[netfilter.Rule]:
     return netfilter.cut(ident, f"isolate-zk {node}", members(cluster, [node]), members(cluster, zks))
 
 
+def _cuttable(cluster: Endpoints) -> None:
+    """Refuse a cut, before anything runs, on a deployment whose traffic this machine's packet
+    filter does not see."""
+    problem = cluster.cut_problem() if isinstance(cluster, NodeControl) else None
+    if problem:
+        raise ValueError(f"no network fault on this deployment: {problem}")
+
+
 def _two_regions(cluster: Endpoints, args: tuple[str, ...]) -> None:
+    _cuttable(cluster)
     if len(args) != 2:
         raise ValueError("needs two regions")
     if args[0] == args[1]:
@@ -145,6 +156,11 @@ def disconnect(cluster: Endpoints, args: tuple[str, ...]) -> Done:
                 "destroyed", (node,))
 
 
+def _one_cut_target(cluster: Endpoints, args: tuple[str, ...]) -> None:
+    _cuttable(cluster)
+    _one_non_zk_target(cluster, args)
+
+
 def _one_broker(cluster: Endpoints, args: tuple[str, ...]) -> None:
     _one_non_zk_target(cluster, args)
     if shutil.which("ss") is None:
@@ -167,7 +183,7 @@ def _heal_check(cluster: Endpoints, args: tuple[str, ...]) -> None:
 
 
 register("partition", partition, _two_regions)
-register("isolate-zk", isolate_zk, _one_non_zk_target)
-register("mute", mute, _one_non_zk_target)
+register("isolate-zk", isolate_zk, _one_cut_target)
+register("mute", mute, _one_cut_target)
 register("disconnect", disconnect, _one_broker)
 register("heal", heal, _heal_check, heals=True)

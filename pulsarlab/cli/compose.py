@@ -44,16 +44,22 @@ def attach_cmd(
     wait: Annotated[float | None, typer.Option("--timeout", min=0, help="seconds to wait for each node to answer")] = None,
     compose_project: Annotated[str | None, typer.Option(
         "--compose-project", help="the Compose project that runs the nodes (default: the only one found)")] = None,
+    inventory: Annotated[Path | None, typer.Option(
+        "--inventory", help="the Ansible inventory the nodes were deployed from (playbooks/deploy.yml): "
+        "pulsarlab acts on them through playbooks/node.yml")] = None,
+    playbooks: Annotated[Path | None, typer.Option(
+        "--playbooks", help="the folder of pulsarlab's playbooks, for --inventory (default: the checkout's)")] = None,
 ) -> None:
     """Attach to a cluster pulsarlab did not start (e.g. 'docker compose -f compose/sync.yml up')
     at the addresses of TOPOLOGY: inspect, configure, workload, verify and monitoring then work
-    with --state-dir. When a Compose project runs its nodes, node commands, chaos and scenarios
-    (--on) act on its containers; otherwise they are refused. 'down' only detaches.
+    with --state-dir. With --inventory, node commands, chaos and scenarios (--on) act on the hosts
+    of that Ansible inventory (configure.yml attaches so); when a Compose project runs the nodes,
+    on its containers; otherwise they are refused. 'down' only detaches.
 
     Exit code: 0 attached, 1 a node did not answer (named, with what was awaited), 2 usage error
-    (also: --compose-project names no project that runs every node).
+    (also: --compose-project names no project that runs every node; --inventory lacks a node's host).
     """
-    name, where, nodes, control = ops.attach(topology, state_dir, wait, compose_project)
+    name, where, nodes, control = ops.attach(topology, state_dir, wait, compose_project, inventory, playbooks)
     out.print(f"attached to {name} ({len(nodes)} nodes answer) in {where}; {control}", highlight=False)
 
 

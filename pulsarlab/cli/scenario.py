@@ -98,7 +98,7 @@ def run_cmd(
         raise UsageError("--runtime chooses the fresh clusters' runtime; with --on the scenarios run where that "
                          "deployment runs (pass one of them)")
     runtime = runtime or "local"
-    ops._check_runtime(runtime)
+    ops.startable(runtime)
     lab = runner.Lab(ops.up, ops.default_topic, ops.workload_run)  # what a scenario run composes
     refs = list(scenarios or [])
     if run_all == bool(refs):

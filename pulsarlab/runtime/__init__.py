@@ -19,8 +19,23 @@ RUNTIMES: dict[str, str] = {
     "docker": "pulsarlab.runtime.docker.cluster:DockerCluster",
     "external": "pulsarlab.runtime.external:ExternalCluster",
     "compose": "pulsarlab.runtime.docker.attached:ComposeAttached",  # attached, with node control
+    "ansible": "pulsarlab.runtime.hosts:AnsibleHosts",  # attached by its inventory, with node control
 }
 """Runtime name -> ``module:class`` (imported only when used: docker needs python-on-whales)."""
+ATTACHED: dict[str, str] = {
+    "external": "pulsarlab attach --topology FILE",
+    "compose": "docker compose up, then pulsarlab attach --compose-project NAME",
+    "ansible": "playbooks/deploy.yml and configure.yml, or pulsarlab attach --inventory FILE",
+}
+"""The runtimes of nodes started by something else, and how such a deployment comes to be."""
+
+
+def startable(name: str) -> None:
+    """Refuse a runtime that does not start nodes itself (``up`` and fresh scenario clusters)."""
+    runtime_class(name)
+    if name in ATTACHED:
+        raise UsageError(f"the {name} runtime acts on nodes started by something else ({ATTACHED[name]}); "
+                         f"pulsarlab starts nodes on the {' or '.join(n for n in RUNTIMES if n not in ATTACHED)} runtime")
 
 
 def runtime_class(name: str) -> type[Any]:  # a NodeRuntime subclass, looked up by name

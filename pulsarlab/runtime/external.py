@@ -15,7 +15,7 @@ from pulsarlab.runtime.endpoints import RecordedDeployment
 from pulsarlab.runtime.state import ClusterState
 from pulsarlab.runtime.waits import wait_for
 from pulsarlab.timeouts import timeout
-from pulsarlab.topology import Role
+from pulsarlab.topology import Node, Role, Topology
 
 MAIN_PORT = {Role.ZOOKEEPER: "client", Role.BOOKIE: "bookie", Role.BROKER: "service"}
 
@@ -43,15 +43,19 @@ class ExternalCluster(RecordedDeployment):
 
     # ----- observations ----------------------------------------------------------------------------
     def node_alive(self, name: str) -> bool:
-        node = self.topo.node(name)
-        try:
-            with socket.create_connection((self.topo.address_of(node), node.port(MAIN_PORT[node.role])), timeout=2):
-                return True
-        except OSError:
-            return False
+        return answers(self.topo, self.topo.node(name))
 
     def process_info(self, name: str) -> tuple[int | None, bool, bool]:
         return None, self.node_alive(name), False
+
+
+def answers(topo: Topology, node: Node) -> bool:
+    """Whether ``node`` accepts a connection on its main port (a paused JVM's kernel still does)."""
+    try:
+        with socket.create_connection((topo.address_of(node), node.port(MAIN_PORT[node.role])), timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 def detach(state_dir: Path, keep_data: bool, *also: str) -> None:

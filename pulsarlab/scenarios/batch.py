@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from pulsarlab.chaos import actions as chaos
 from pulsarlab.deployment import Endpoints, NodeControl
 from pulsarlab.errors import PulsarlabError, UsageError
 from pulsarlab.progress import Reporter
@@ -48,6 +49,13 @@ def plan_runs(refs: list[str], repeat: int, out_dir: Path, on: Endpoints | None 
 def unfit(sc: model.Scenario, on: Endpoints) -> str | None:
     """Why ``sc`` cannot run on the deployment ``on`` (None: it can)."""
     problems = model.misfits(sc, on.topo)
+    namespace = sc.workload.namespace or on.topo.namespaces[0].name
+    for step in sc.schedule:  # what only the deployment tells: can its runtime do each fault here?
+        if step.fault is not None and not problems:
+            try:
+                chaos.check(on, model.step_fault(step, f"persistent://{namespace}/topic"))
+            except ValueError as exc:
+                problems.append(str(exc))
     if not isinstance(on, NodeControl):
         problems.append(f"pulsarlab has no control of this deployment's nodes (the {on.runtime} runtime), and a "
                         "scenario's faults and their undoing act on them")
@@ -62,6 +70,8 @@ def run_plan(
     """Each run in turn (``on`` the running deployment if given, else on a fresh cluster), with its
     own progress display, ``done`` called after each. A run that could not be done does not cancel
     the others (it is an inconclusive verdict, never a pass); a single run's error is raised as it is."""
+    if on is not None and any(p.skip is None for p in plan):
+        on.preflight()  # a host that faults cannot reach refuses the runs before any starts
     verdicts = []
     for p in plan:
         sc, run_dir = p.scenario, p.run_dir

@@ -8,9 +8,11 @@ last. One deployment for the module (helpers in ansible_deployed.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -127,6 +129,56 @@ def test_a_second_deploy_changes_only_the_node_whose_file_changed_then_nothing(c
         conf.write_text(original)
     conf_again = configured.play("configure.yml", "-e", f"pulsarlab_state_dir={configured.state_dir}")
     assert conf_again.rc == 0 and conf_again.recap()["localhost"]["changed"] == 0, conf_again.output[-3000:]
+
+
+def pulsarlab_cli(deployed: Deployed, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """The CLI as a user runs it beside the playbooks (the hosts' engine in DOCKER_HOST)."""
+    proc = subprocess.run([sys.executable, "-m", "pulsarlab.cli", *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "DOCKER_HOST": deployed.hosts.docker_host})
+    print(f"pulsarlab {' '.join(args)}: exit {proc.returncode}")
+    return proc
+
+
+def test_a_scenario_and_node_commands_act_on_the_hosts(configured: Deployed, tmp_path: Path) -> None:
+    """configure.yml attached the hosts with their inventory, so faults reach them (through
+    playbooks/node.yml): sync-bookie-loss runs --on its state folder, its bookie killed and started
+    again on its host, nothing acknowledged lost; a killed node of a systemd host stays down (the
+    unit's Restart=on-failure does not bring it back) until 'node start'; pause and resume reach the
+    JVM; a network fault is skipped, naming why."""
+    state = str(configured.state_dir)
+    before = configured.pids()
+    run = pulsarlab_cli(configured, "scenario", "run", "sync-bookie-loss", "sync-partition", "--on", state, "--json",
+                        "--out", str(tmp_path / "runs"))
+    verdicts = {v["scenario"]: v for v in json.loads(run.stdout)["runs"]}
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    v = verdicts["sync-bookie-loss"]
+    assert (v["status"], v["rpo"]) == ("pass", 0), v
+    print(f"sync-bookie-loss on the hosts: RTO {v['rto']}, {v['seconds']} s")
+    assert [(f["fault"], f["outcome"]) for f in v["faults"]] == [("kill bk1-eu", "ok"), ("start bk1-eu", "ok")]
+    assert verdicts["sync-partition"]["status"] == "skipped"
+    assert "Ansible hosts" in verdicts["sync-partition"]["skipped"], verdicts["sync-partition"]
+    after = configured.pids()
+    assert after["bk1-eu"] and after["bk1-eu"] != before["bk1-eu"]
+    assert {n: p for n, p in after.items() if n != "bk1-eu"} == {n: p for n, p in before.items() if n != "bk1-eu"}
+
+    unit = ["exec", configured.hosts.name("pulsar2-us"), "systemctl", "is-active", "pulsar-pulsar2-us"]
+    assert pulsarlab_cli(configured, "node", "kill", "pulsar2-us", "--state-dir", state).returncode == 0
+    assert not configured.pids()["pulsar2-us"]
+    time.sleep(2)  # systemd would restart a failed unit after RestartSec (100 ms)
+    assert docker(configured.hosts.docker_host, *unit).stdout.strip() in ("inactive", "failed")
+    assert not configured.pids()["pulsar2-us"]
+    started = pulsarlab_cli(configured, "node", "start", "pulsar2-us", "--state-dir", state)
+    assert started.returncode == 0, started.stderr[-3000:]
+    assert docker(configured.hosts.docker_host, *unit).stdout.strip() == "active"
+
+    pid = configured.pids()["bk2-us"]
+    stat = ["exec", configured.hosts.name("bk2-us"), "ps", "-o", "stat=", "-p", pid]
+    assert pulsarlab_cli(configured, "node", "pause", "bk2-us", "--state-dir", state).returncode == 0
+    assert docker(configured.hosts.docker_host, *stat).stdout.strip().startswith("T")
+    assert pulsarlab_cli(configured, "node", "resume", "bk2-us", "--state-dir", state).returncode == 0
+    assert not docker(configured.hosts.docker_host, *stat).stdout.strip().startswith("T")
+    status = json.loads(pulsarlab_cli(configured, "status", "--json", "--state-dir", state).stdout)
+    assert all(n["alive"] and n["ready"] for n in status["nodes"]), status
 
 
 @pytest.fixture(scope="module")
