@@ -121,7 +121,10 @@ class NodeControl(Endpoints, Protocol):
     """A deployment whose runtime acts on its nodes: starts, stops, pauses and wipes them, knows
     their processes (logs, cgroups) and brings the whole topology up."""
 
-    def stop_node(self, name: str, kill: bool = False) -> None: ...
+    def stop_node(self, name: str, kill: bool = False) -> int:
+        """Stop (``kill``: SIGKILL) the node; the wall-clock ns when it stopped, by the clock of the
+        machine it runs on where the runtime can tell (else when the stop returned here)."""
+        ...
 
     def start_node(self, name: str) -> None: ...
 

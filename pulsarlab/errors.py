@@ -141,8 +141,9 @@ class ImageMissingError(PulsarlabError):
 
     def __init__(self, image: str, host: str) -> None:
         self.image = image
-        super().__init__(f"image {image} is not in the Docker engine at {host}: "
-                         "build it with `pulsarlab image build` or pass `--image` naming one the engine has")
+        super().__init__(f"image {image} is not in the Docker engine at {host}: build it with `pulsarlab image build` "
+                         "(`up` builds pulsarlab's own image itself unless --no-build), or pass `--image` naming one "
+                         "the engine has")
 
 
 class ImageBuildError(PulsarlabError):

@@ -79,14 +79,16 @@ def find_state_dir(state_dir: Path | None) -> Path:
     return found[0]
 
 
-def _runtime_options(runtime: str, image: str | None) -> dict[str, str]:
-    """Options only some runtimes take: ``image`` is the docker runtime's."""
+def _runtime_options(runtime: str, image: str | None, build: bool = True) -> dict[str, str | bool]:
+    """Options only some runtimes take: ``image`` and ``build`` (of its own image, when missing)
+    are the docker runtime's."""
     startable(runtime)  # an unknown name, or one that only attaches: a usage error naming the others
-    if image is None:
-        return {}
     if runtime != "docker":
-        raise UsageError(f"--image is for the docker runtime (asked for the {runtime!r} runtime)")
-    return {"image": image}
+        if image is not None or not build:
+            raise UsageError(f"{'--image' if image is not None else '--no-build'} is for the docker runtime "
+                             f"(asked for the {runtime!r} runtime)")
+        return {}
+    return {"build": build} | ({"image": image} if image is not None else {})
 
 
 def render_topology(
@@ -135,14 +137,14 @@ def e2e_check(cluster: Endpoints) -> None:
 
 def up(
     topology: str, runtime: str = "local", state_dir: Path | None = None, dist: str | None = None, say: Say = _quiet,
-    apply: bool = True, image: str | None = None, secure: bool = False, bind: str | None = None,
+    apply: bool = True, image: str | None = None, secure: bool = False, bind: str | None = None, build: bool = True,
 ) -> tuple[UpResult, NodeControl]:
     """Bring the topology up. On a cluster already running, nothing starts; its differences from
     the topology are fixed if ``apply``, else only reported (``result.drift``). ``image``: the
     docker runtime's Pulsar image (default: the one ``pulsarlab image build`` makes). ``secure``:
     the secure profile's defaults for a topology without a ``security:`` section. ``bind``: the
     one broker's address (:func:`pulsarlab.topology.bound_to`)."""
-    options = _runtime_options(runtime, image)
+    options = _runtime_options(runtime, image, build)
     topo = load_topology(topology, secure)
     if bind is not None:
         topo = bound_to(topo, bind)

@@ -48,6 +48,7 @@ class Done:
 
     what: str
     nodes: tuple[str, ...] = ()
+    at_ns: int | None = None  # when the damage took effect (the last node stopped); None: not a stop
 
 
 FaultAction = Callable[[NodeControl, tuple[str, ...]], Done]

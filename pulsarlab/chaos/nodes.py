@@ -6,29 +6,35 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 from pulsarlab.chaos import targets
 from pulsarlab.chaos.actions import Done, register
 from pulsarlab.deployment import Endpoints, NodeControl
 from pulsarlab.topology import Role
 
+T = TypeVar("T")
 
-def at_once(names: list[str], op: Callable[[str], None]) -> None:
-    """``op`` on every node in parallel; the first error is raised once all are done."""
+
+def at_once(names: list[str], op: Callable[[str], T]) -> list[T]:
+    """``op`` on every node in parallel, its results in order; the first error is raised once all are done."""
     if len(names) == 1:
-        op(names[0])
-        return
+        return [op(names[0])]
     with ThreadPoolExecutor(max_workers=len(names)) as pool:
         futures = [pool.submit(op, n) for n in names]
-    for f in futures:
-        f.result()
+    return [f.result() for f in futures]
+
+
+def stopped_at(cluster: NodeControl, names: list[str], kill: bool) -> int:
+    """Stop (or kill) the nodes at once; when the last of them stopped (see ``NodeControl.stop_node``)."""
+    return max(at_once(names, lambda n: cluster.stop_node(n, kill=kill)))
 
 
 def _stopper(kill: bool):
     def run(cluster: NodeControl, args: tuple[str, ...]) -> Done:
         names = targets.resolve_all(cluster, args)
-        at_once(names, lambda n: cluster.stop_node(n, kill=kill))
-        return Done(f"{'killed' if kill else 'stopped'} {targets.describe(args, names)}", tuple(names))
+        at = stopped_at(cluster, names, kill)
+        return Done(f"{'killed' if kill else 'stopped'} {targets.describe(args, names)}", tuple(names), at)
 
     return run
 

@@ -17,7 +17,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 
 from pulsarlab.chaos import targets
 from pulsarlab.chaos.actions import Done, register
-from pulsarlab.chaos.nodes import any_targets, at_once, no_args
+from pulsarlab.chaos.nodes import any_targets, no_args, stopped_at
 from pulsarlab.deployment import Endpoints, NodeControl
 from pulsarlab.errors import StateError
 from pulsarlab.topology import Role, bookie_id
@@ -38,18 +38,18 @@ def _one_region(cluster: Endpoints, args: tuple[str, ...]) -> None:
 def region_loss(cluster: NodeControl, args: tuple[str, ...]) -> Done:
     """Kill every node of the region at once."""
     names = region_nodes(cluster, args[0])
-    at_once(names, lambda n: cluster.stop_node(n, kill=True))
-    return Done(f"region {args[0]} lost: killed {', '.join(names)} at once", tuple(names))
+    at = stopped_at(cluster, names, kill=True)
+    return Done(f"region {args[0]} lost: killed {', '.join(names)} at once", tuple(names), at)
 
 
 def power_loss(cluster: NodeControl, args: tuple[str, ...]) -> Done:
     """Kill every node at once, then start them all and wait until they are ready."""
     names = [n.name for n in cluster.topo.nodes]
-    at_once(names, lambda n: cluster.stop_node(n, kill=True))
+    at = stopped_at(cluster, names, kill=True)
     result = cluster.up()
     sync = "journal fsync on" if cluster.topo.fsync else "fsync OFF (topology fsync: false): acknowledged writes may be lost"
     return Done(f"power loss: killed all {len(names)} nodes at once, started {len(result.started)} again "
-                f"in {result.seconds:.1f}s ({sync})", tuple(names))
+                f"in {result.seconds:.1f}s ({sync})", tuple(names), at)
 
 
 def cookie_path(cluster: Endpoints, bookie: str) -> str:
@@ -86,13 +86,13 @@ def disk_loss(cluster: NodeControl, args: tuple[str, ...]) -> Done:
     for name in names:
         if cluster.topo.node(name).role != Role.BOOKIE:
             raise StateError(f"disk-loss: {name} is not a bookie")
-    at_once(names, lambda n: cluster.stop_node(n, kill=True))
+    at = stopped_at(cluster, names, kill=True)
     for name in names:
         cluster.wipe_node_data(name)
         delete_cookie(cluster, name)
     cluster.start_group(names)
     return Done(f"disk lost: {targets.describe(args, names)} killed, data and cookie removed, started again empty",
-                tuple(names))
+                tuple(names), at)
 
 
 register("region-loss", region_loss, _one_region)

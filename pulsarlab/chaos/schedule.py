@@ -105,7 +105,7 @@ class Scheduler:
             self.say(f"fault at {offset:.1f}s failed: {fault}: {text}")
         else:
             row = FaultRow(step, fault.action, fault.args, done.nodes, PHASES[fault.action], offset, began,
-                           time.time_ns(), "ok", done=done.what)
+                           time.time_ns(), "ok", done=done.what, effect_ts=done.at_ns)
             self.say(f"fault at {offset:.1f}s: {done.what}")
         self.faults.append(row)
         if self.journal is not None:

@@ -86,6 +86,8 @@ def up(
     distribution: Annotated[str | None, typer.Option(help="a pulsar-server-distribution tarball or folder")] = None,
     apply: Annotated[bool, typer.Option("--apply", help="on a running cluster, fix its differences from the topology")] = False,
     image: ImageOpt = None,
+    no_build: Annotated[bool, typer.Option(
+        "--no-build", help="docker: refuse, instead of building pulsarlab's image when the engine lacks it")] = False,
     monitoring: Annotated[bool, typer.Option("--monitoring", help="also a Prometheus scraping every node")] = False,
     quiet: QuietOpt = False,
     secure: Annotated[bool, typer.Option("--secure", help="token auth, authorization and TLS (docs/security.md)")] = False,
@@ -98,13 +100,14 @@ def up(
     """Start a real Pulsar cluster and wait until a message goes through it.
 
     On a terminal, progress shows on stderr: the distribution's download, each node from
-    starting to ready with its seconds, configure, the first message through.
+    starting to ready with its seconds, configure, the first message through. On the docker
+    runtime, pulsarlab's image is built first if the engine lacks it (--no-build: refused).
     On a cluster already running nothing starts and nothing changes: its differences from the
     topology are listed (fixed only with --apply, or by 'pulsarlab configure').
     """
     with reporter(err, quiet) as progress:
         result, cluster = ops.up(topology, runtime, state_dir, distribution, say=progress, apply=apply, image=image,
-                                 secure=secure, bind=bind)
+                                 secure=secure, bind=bind, build=not no_build)
     name, where = cluster.topo.name, cluster.state_dir
     if result.already_running:
         if not result.drift:

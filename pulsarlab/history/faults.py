@@ -33,11 +33,14 @@ FAULT_SCHEMA: Final[pa.Schema] = pa.schema(
         pa.field("outcome", pa.string(), nullable=False),
         pa.field("done", pa.string()),
         pa.field("error", pa.string()),
+        pa.field("effect_ts", pa.int64()),
     ]
 )
 """One fault: its place in the schedule, what (action, args, the nodes it acted on), whether it
 damaged or healed, when (seconds from the schedule's start on the monotonic clock; wall clock in
-ns when it began and when it returned), and how it went (``ok`` with what it did, or ``error``)."""
+ns when it began, when its damage took effect where the nodes run, when it returned), and how it
+went (``ok`` with what it did, or ``error``). ``effect_ts`` is null for a fault that reports no
+such moment, and in histories written before it existed (read as null)."""
 APPLIED: Final = "applied"  # the action does damage
 HEALED: Final = "healed"  # the action undoes some (start, resume, heal)
 OUTCOMES: Final = frozenset({"ok", "error"})
@@ -57,6 +60,12 @@ class FaultRow:
     outcome: str
     done: str | None = None
     error: str | None = None
+    effect_ts: int | None = None  # when its damage took effect (a node stopped), by the clock where it runs
+
+    @property
+    def from_ts(self) -> int:
+        """Where recovery is counted from: when the damage took effect, else when the action returned."""
+        return self.effect_ts if self.effect_ts is not None else self.ended_ts
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES or self.phase not in PHASES:

@@ -50,8 +50,9 @@ class NodeRuntime(RecordedDeployment):
         """Start one node without waiting for it to be ready."""
 
     @abc.abstractmethod
-    def stop_process(self, name: str, kill: bool) -> None:
-        """Stop a running node: SIGTERM and wait (then SIGKILL), or SIGKILL at once."""
+    def stop_process(self, name: str, kill: bool) -> int | None:
+        """Stop a running node: SIGTERM and wait (then SIGKILL), or SIGKILL at once. Returns when
+        it stopped (wall-clock ns) if the node's machine said so, else None (then: on return)."""
 
     @abc.abstractmethod
     def pause_process(self, name: str, paused: bool) -> None:
@@ -73,6 +74,11 @@ class NodeRuntime(RecordedDeployment):
 
     def cut_problem(self) -> str | None:
         return None  # every node runs on this machine, behind its packet filter
+
+    def before_start(self) -> None:
+        """What ``up`` needs of the runtime before it writes anything (an image, an engine):
+        got now, or refused with one error."""
+        return
 
     def preflight(self) -> None:
         return  # this machine's own processes or containers: nothing to ask first
@@ -311,6 +317,7 @@ class NodeRuntime(RecordedDeployment):
             return UpResult(True, time.monotonic() - t0, [])
         self.forget([n.name for n in missing])  # pids of processes that are gone (a crash, a reboot)
         fresh = not self.state.initialized
+        self.before_start()
         self.check_ports(missing)
         dist = self.distribution()
         self.state.distribution, self.state.version = str(dist.home), dist.version
@@ -336,17 +343,20 @@ class NodeRuntime(RecordedDeployment):
         return UpResult(False, time.monotonic() - t0, started)
 
     # ----- node control ------------------------------------------------------------------------
-    def stop_node(self, name: str, kill: bool = False) -> None:
+    def stop_node(self, name: str, kill: bool = False) -> int:
         node = self.topo.node(name)
+        stopped = time.time_ns()
         if not self.alive(node.name):
             self.say(f"{name} is not running")
         else:
             pid = self.process_info(name)[0]
-            self.stop_process(name, kill)
+            said = self.stop_process(name, kill)
+            stopped = said if said is not None else time.time_ns()
             self.wait_ports_released(node)
             how = "killed (SIGKILL" if kill else "stopped ("
             self.say(f"{name} {how}{', ' if kill else ''}{f'pid {pid}' if pid else self.runtime})")
         self.forget([node.name])
+        return stopped
 
     def start_node(self, name: str) -> None:
         self.start_group([name])

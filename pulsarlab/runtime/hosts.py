@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -198,10 +199,14 @@ class AnsibleHosts(NodeRuntime):
         self.paused -= {n.name for n in todo}
         self._save()
 
-    def stop_process(self, name: str, kill: bool) -> None:
-        self.play("kill" if kill else "stop", [name])
+    def stop_process(self, name: str, kill: bool) -> int | None:
+        """A kill: when the JVM was killed, by its host's clock (the hosts' clocks kept in step, as
+        NTP does, for RTO to mean what it means on one machine)."""
+        result = self.play("kill" if kill else "stop", [name]).get(name, {})
         self.paused.discard(name)
         self._save()
+        said = re.search(r"^killed: .* at (\d+)\s*$", str(result.get("stdout", "")), re.M) if kill else None
+        return int(said.group(1)) if said else None
 
     def wait_ports_released(self, node: Node) -> None:
         """The host's own ports cannot be bound from here: the node is stopped once its main port

@@ -12,11 +12,11 @@ from pathlib import Path
 from pulsarlab.chaos import actions as chaos
 from pulsarlab.deployment import Endpoints, NodeControl
 from pulsarlab.errors import PulsarlabError, UsageError
+from pulsarlab.history.statuses import FAIL, overall_status
 from pulsarlab.progress import Reporter
 from pulsarlab.scenarios import model
 from pulsarlab.scenarios.runner import Lab, fresh_run_dir, run_scenario
 from pulsarlab.scenarios.verdict import SKIPPED, ScenarioVerdict
-from pulsarlab.verify.model import FAIL, INCONCLUSIVE, PASS
 
 
 @dataclass(frozen=True)
@@ -95,8 +95,7 @@ def run_plan(
 
 def overall(verdicts: list[ScenarioVerdict]) -> str:
     """The batch's status from the runs that ran (a skipped one is shown, not judged)."""
-    states = {v.status for v in verdicts if v.status != SKIPPED}
-    return FAIL if FAIL in states else (INCONCLUSIVE if INCONCLUSIVE in states or not states else PASS)
+    return overall_status(v.status for v in verdicts if v.status != SKIPPED)
 
 
 def agreement(verdicts: list[ScenarioVerdict]) -> dict[str, bool]:

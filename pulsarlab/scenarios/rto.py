@@ -3,7 +3,8 @@
 Read the way the verifier reads a history: the Parquet parts of :func:`pulsarlab.history.part_files`,
 only the columns needed, ``op == "send"`` rows, ``ts`` in ns on the client's clock (an ``ok`` row's
 ``ts`` is when the acknowledgement came back); the faults that ran (``faults.parquet``, see
-:mod:`pulsarlab.history.faults`), each from the moment its action returned (``ended_ts``).
+:mod:`pulsarlab.history.faults`), each from the moment its damage took effect where the nodes run (``effect_ts``; when a fault
+reports none, the moment its action returned, ``ended_ts``).
 
 - ``recovery_s`` per fault: from the moment the fault's damage is done (its action returned: killing
   four nodes takes a moment, during which the old owner may still acknowledge) to the first
@@ -126,5 +127,5 @@ def compute(sends: pa.Table, faults: list[tuple[str, float, int]]) -> Rto:
 
 def rto_of_run(directory: str | Path) -> Rto:
     """RTO of a run directory, after each fault its history says was done."""
-    faults = [(r.fault, r.offset_s, r.ended_ts) for r in read_faults(directory) or [] if r.ok]
+    faults = [(r.fault, r.offset_s, r.from_ts) for r in read_faults(directory) or [] if r.ok]
     return compute(read_sends(directory), faults)

@@ -11,6 +11,9 @@ from typing import Any, Final
 from rich.table import Table
 
 from pulsarlab.errors import CheckFailed, Inconclusive
+from pulsarlab.history.statuses import FAIL as FAIL  # the words, re-exported
+from pulsarlab.history.statuses import INCONCLUSIVE as INCONCLUSIVE
+from pulsarlab.history.statuses import PASS as PASS
 from pulsarlab.verify.display import table
 
 MAX_EXAMPLES: Final = 20
@@ -42,7 +45,6 @@ INFORMATIONAL: Final[frozenset[str]] = frozenset({"recovered"})
 ABSENCE: Final[frozenset[str]] = frozenset({"lost", "not_replicated", "never_delivered"})
 """Checks that find what was *not* seen: guesses when evidence is missing."""
 
-PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 EXIT_CODES: Final[dict[str, int]] = {PASS: 0, FAIL: CheckFailed.exit_code, INCONCLUSIVE: Inconclusive.exit_code}
 """``pulsarlab verify`` exit codes per status (2 is a usage error)."""
 

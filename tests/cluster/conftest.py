@@ -41,16 +41,48 @@ def docker_host() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def docker_deployment(topology: str, host: str, pool, root: Path, secure: bool = False) -> Iterator[DockerCluster]:
+def without_own_image(host: str) -> Iterator[str]:
+    """The engine as a fresh machine's, without pulsarlab's image: its tag removed meanwhile (kept
+    under another, so that a build finds its layers cached), put back at the end if nothing built it."""
+    tag = image.ensure_image(host=host).tag
+    keep = f"{tag}-kept-by-test-{os.getpid()}"
+
+    def docker(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "DOCKER_HOST": host})
+
+    for args in (("tag", tag, keep), ("image", "rm", tag)):
+        proc = docker(*args)
+        assert proc.returncode == 0, proc.stderr
+    try:
+        yield tag
+    finally:
+        if not engine.client(host).image.exists(tag):
+            docker("tag", keep, tag)
+        docker("image", "rm", keep)
+
+
+@contextlib.contextmanager
+def docker_deployment(topology: str, host: str, pool, root: Path, secure: bool = False,
+                      said: list[str] | None = None) -> Iterator[DockerCluster]:
     """``topology`` up (and configured) on the docker runtime under ``root`` (with the secure
-    profile if ``secure``), down at the end. The local cluster the pool holds goes first: the
+    profile if ``secure``), down at the end. With ``said`` (what ``up`` said goes there too), the
+    engine is as the caller left it (:func:`without_own_image`: up builds the image); else the
+    image is built first if its inputs changed. The local cluster the pool holds goes first: the
     containers bind the same addresses."""
     pool.close()
-    image.ensure_image(host=host)
+    if said is None:
+        image.ensure_image(host=host)  # a new distribution or Dockerfile: built again
     t0 = time.monotonic()
     prefix = os.environ.get("PULSARLAB_TEST_ADDRESS_PREFIX")  # beside another lane's clusters
     ref = str(builtin_at(topology, prefix, root)) if prefix else topology
-    _, cluster = ops.up(ref, runtime="docker", state_dir=root / topology, say=print, secure=secure)
+
+    def say(text: str) -> None:
+        print(text)
+        if said is not None:
+            said.append(text)
+
+    _, cluster = ops.up(ref, runtime="docker", state_dir=root / topology, say=say, secure=secure)
     print(f"docker {topology}{' (secure)' if secure else ''} ready and configured in {time.monotonic() - t0:.1f}s")
     try:
         yield cluster

@@ -155,6 +155,8 @@ def test_a_scenario_and_node_commands_act_on_the_hosts(configured: Deployed, tmp
     assert (v["status"], v["rpo"]) == ("pass", 0), v
     print(f"sync-bookie-loss on the hosts: RTO {v['rto']}, {v['seconds']} s")
     assert [(f["fault"], f["outcome"]) for f in v["faults"]] == [("kill bk1-eu", "ok"), ("start bk1-eu", "ok")]
+    kill = v["faults"][0]  # when the JVM was killed, by its host's clock: before the play returned here
+    assert kill["effect_ts"] is not None and kill["ts"] <= kill["effect_ts"] <= kill["ended_ts"], kill
     assert verdicts["sync-partition"]["status"] == "skipped"
     assert "Ansible hosts" in verdicts["sync-partition"]["skipped"], verdicts["sync-partition"]
     after = configured.pids()

@@ -21,17 +21,42 @@ from typer.testing import CliRunner
 
 from pulsarlab.cli import app
 from pulsarlab.runtime.docker.cluster import DockerCluster
-from tests.cluster.conftest import docker_deployment
+from tests.cluster.conftest import docker_deployment, without_own_image
 from tests.cluster.test_secure import REFUSED
 from tests.cluster.test_smoke import assert_exactly_once
 
 runner = CliRunner()
 
 
+UP_SAID: list[str] = []
+NO_BUILD: list = []
+
+
 @pytest.fixture(scope="module")
 def docker_smoke(docker_host: str, cluster_pool, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerCluster]:
-    with docker_deployment("smoke", docker_host, cluster_pool, tmp_path_factory.mktemp("docker"), secure=True) as cluster:
-        yield cluster
+    """Up on an engine without pulsarlab's image, as on a fresh machine: first refused with
+    --no-build, then built by up itself."""
+    root = tmp_path_factory.mktemp("docker")
+    cluster_pool.close()
+    with without_own_image(docker_host):
+        NO_BUILD.append(runner.invoke(app, ["up", "--runtime", "docker", "--no-build", "--state-dir", str(root / "refused")]))
+        with docker_deployment("smoke", docker_host, cluster_pool, root, secure=True, said=UP_SAID) as cluster:
+            yield cluster
+
+
+def test_up_on_an_engine_without_the_image_builds_it_first_and_no_build_refuses(docker_smoke: DockerCluster) -> None:
+    """As Compose builds a missing image: ``up`` said it built pulsarlab's image before any node
+    started, and the engine has it now. With --no-build the missing image was refused, naming the
+    fix, before anything was written."""
+    built = [i for i, line in enumerate(UP_SAID) if line.startswith(f"image {docker_smoke.image} built")]
+    started = [i for i, line in enumerate(UP_SAID) if "started (container" in line]
+    assert built and started and built[0] < started[0], UP_SAID
+    assert docker_smoke.docker.image.exists(docker_smoke.image)
+    refused = NO_BUILD[0]
+    assert refused.exit_code == 1, refused.output
+    assert f"image {docker_smoke.image} is not in the Docker engine" in refused.stderr and "--no-build" in refused.stderr
+    refused_dir = docker_smoke.state_dir.parent / "refused"
+    assert not refused_dir.exists() or not any(refused_dir.iterdir()), list(refused_dir.iterdir())
 
 
 def cli(*args: str) -> str:

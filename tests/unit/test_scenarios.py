@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from pulsarlab.chaos import actions as chaos
 from pulsarlab.cli import app
 from pulsarlab.history import write_table
-from pulsarlab.history.faults import FAULTS_FILE, FaultJournal, FaultRow
+from pulsarlab.history.faults import FAULTS_FILE, FaultJournal, FaultRow, read_faults
 from pulsarlab.scenarios.model import ScenarioError, builtin_names, load, parse_scenario
 from pulsarlab.scenarios.rto import rto_of_run
 from pulsarlab.scenarios.verdict import ScenarioVerdict, judge
@@ -217,6 +217,21 @@ def test_rto_is_fault_to_first_ack_of_a_later_send_and_the_longest_window_withou
     assert p1.longest_without_ack_s == pytest.approx(5.0 - 2.01)  # to its last send event
     assert rto.max_recovery_s is None  # one producer never recovered
     assert rto.to_json()["producers"][0]["faults"][0]["recovery_s"] == pytest.approx(3.8)
+
+
+def test_recovery_counts_from_when_the_damage_took_effect_when_the_fault_says_so(tmp_path: Path) -> None:
+    """A kill on a remote host returns here later than it took effect there (the playbook's own end):
+    recovery counts from the host's moment (``effect_ts``), and from the return when there is none."""
+    times = [i * 0.5 for i in range(21)]
+    write_table(tmp_path, "producer-p0", sends("p0", times, {t: 7.0 for t in times if 2.5 <= t < 7.0}))
+    journal = FaultJournal(tmp_path)
+    journal.append(FaultRow(0, "kill", ("bk1-eu",), ("bk1-eu",), "applied", 2.0, T0 + 2 * S, T0 + 4 * S, "ok",
+                            "killed bk1-eu", effect_ts=T0 + int(2.5 * S)))
+    assert rto_of_run(tmp_path).producers[0].faults[0].recovery_s == pytest.approx(7.0 - 2.5)
+    assert read_faults(tmp_path)[0].effect_ts == T0 + int(2.5 * S)
+    (tmp_path / FAULTS_FILE).unlink()
+    with_faults(tmp_path, [("kill bk1-eu", 2.0, T0 + 4 * S)])  # no effect time: from the return, 4 s
+    assert rto_of_run(tmp_path).producers[0].faults[0].recovery_s == pytest.approx(7.0 - 4.0)
 
 
 def test_a_fault_after_the_last_send_has_no_recovery_to_measure(tmp_path: Path) -> None:

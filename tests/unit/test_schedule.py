@@ -28,9 +28,10 @@ class Recorder:
     calls: list[tuple[str, tuple[str, ...], float]] = field(default_factory=list)
     down: set[str] = field(default_factory=set)
 
-    def stop_node(self, name: str, kill: bool = False) -> None:
+    def stop_node(self, name: str, kill: bool = False) -> int:
         self.calls.append(("kill" if kill else "stop", (name,), time.monotonic()))
         self.down.add(name)
+        return time.time_ns()
 
     def start_group(self, names) -> None:
         self.calls.append(("start", tuple(names), time.monotonic()))
@@ -126,6 +127,7 @@ def test_scenario_steps_run_in_order_at_their_offsets_with_waits_between(
     rows = read_faults(tmp_path)
     assert [(r.fault, r.outcome) for r in rows] == [("kill bk1-eu", "ok"), ("start bk1-eu", "ok"), ("boom bk2-eu", "error")]
     assert rows[2].error == "the node refused" and rows[2].done is None and rows[2].nodes == ()
+    assert rows[0].ts <= rows[0].effect_ts <= rows[0].ended_ts and rows[1].effect_ts is None  # a start damages nothing
     assert schedule.errors == ["boom bk2-eu at 0.7s: the node refused"]
     assert [(w.condition, w.held) for w in schedule.waits] == [
         ("node_dead bk1-eu", True), ("node_alive bk1-eu", True), ("node_dead bk2-us", False)]
@@ -136,6 +138,7 @@ def test_an_action_says_what_it_did_and_to_which_nodes() -> None:
     cluster = Recorder()
     done = actions.run_fault(cluster, Fault(0, "region-loss", ("us",)))  # type: ignore[arg-type]
     assert isinstance(done, Done) and set(done.nodes) == {n.name for n in cluster.topo.nodes if n.region == "us"}
+    assert done.at_ns is not None and done.at_ns <= time.time_ns()  # when the last of them stopped
 
 
 @pytest.mark.parametrize("text", ["kill bk1-eu", "soon kill bk1-eu", "-1 kill bk1-eu", "10"])

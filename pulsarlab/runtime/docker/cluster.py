@@ -19,7 +19,7 @@ from pulsarlab.distribution import Distribution
 from pulsarlab.errors import NodeStartError, ProcessFailedError, StateError
 from pulsarlab.runtime.base import NodeRuntime
 from pulsarlab.runtime.docker import compose, engine
-from pulsarlab.runtime.docker.image import default_tag
+from pulsarlab.runtime.docker.image import default_tag, ensure_image
 from pulsarlab.runtime.state import read_record
 from pulsarlab.runtime.waits import log_tail
 from pulsarlab.timeouts import timeout
@@ -34,8 +34,9 @@ class DockerCluster(NodeRuntime):
     runtime = "docker"
 
     def __init__(self, topo: Topology, state_dir: Path, dist: Distribution | None = None, say: Say = quiet,
-                 image: str | None = None, host: str | None = None):
+                 image: str | None = None, host: str | None = None, build: bool = True):
         super().__init__(topo, state_dir, dist, say)
+        self.build = build  # build pulsarlab's own image on first use (as Compose builds a missing one)
         saved = self._settings()
         self.image = image or saved.get("image")
         self.host = host or saved.get("host") or engine.default_host()
@@ -69,12 +70,23 @@ class DockerCluster(NodeRuntime):
             return None
 
     # ----- primitives ---------------------------------------------------------------------------
-    def prepare(self, nodes: list[Node]) -> None:
-        """The compose file and every node's configuration; the engine and the image are checked
-        first, so a missing one is one clear error before anything starts."""
-        self.image = self.image or default_tag(self.distribution().version)
+    def before_start(self) -> None:
+        """The engine, the compose plugin and the image, before anything is written: pulsarlab's
+        own image (the default tag) is built when missing, its progress shown, unless ``build`` is
+        off; an image named with ``--image`` must be there. Otherwise one clear error."""
+        dist = self.distribution()
+        own = default_tag(dist.version)
+        self.image = self.image or own
         self.docker  # noqa: B018 - checks client, engine and compose plugin
+        if self.image == own and self.build and not self.docker.image.exists(own):
+            with self.say.step("image", f"image {own}", "building (first use: Debian, its Java 17, the distribution)",
+                               "built"):
+                ensure_image(dist.version, dist.home, own, self.host, say=self.say)
         engine.require_image(self.image, self.docker)
+
+    def prepare(self, nodes: list[Node]) -> None:
+        """The compose file and every node's configuration (after :meth:`before_start`)."""
+        self.image = self.image or default_tag(self.distribution().version)
         compose.render_compose(self.topo, self.state_dir, self.image, self.distribution().conf, self.project)
         (self.state_dir / SETTINGS_FILE).write_text(
             json.dumps({"image": self.image, "host": self.host, "project": self.project}, indent=2))
