@@ -12,8 +12,8 @@ from typing import Any
 
 from pulsarlab.errors import UsageError
 from pulsarlab.history.statuses import overall_status
-from pulsarlab.report.page import _environment, write_report
-from pulsarlab.report.rundir import SCENARIO_FILE, ReportInputError, _json, read_events_of
+from pulsarlab.report.page import environment, write_page, write_report
+from pulsarlab.report.rundir import SCENARIO_FILE, ReportInputError, read_events_of, read_json
 
 SKIPPED = "skipped"  # a run --on a deployment that could not do it (scenario.json's status): shown, not judged
 
@@ -54,7 +54,7 @@ def write_index(folder: Path, out: Path | None = None) -> tuple[Path, list[Row]]
     target = out if out is not None else folder / "index.html"
     rows = []
     for d in runs:
-        data: dict[str, Any] = _json(d / SCENARIO_FILE, dict)
+        data: dict[str, Any] = read_json(d / SCENARIO_FILE, dict)
         rto = data.get("rto") or {}
         row = Row(str(data.get("scenario") or d.name), str(data.get("status") or "?"), bool(data.get("control")),
                   data.get("rpo"), rto.get("max_recovery_s"), rto.get("max_outage_s"), data.get("seconds"), None,
@@ -66,9 +66,6 @@ def write_index(folder: Path, out: Path | None = None) -> tuple[Path, list[Row]]
                 row.problem = f"no page: {exc}"
         rows.append(row)
     status = overall_status(r.status for r in rows if r.status != SKIPPED)
-    html = _environment().get_template(INDEX_TEMPLATE).render(
+    html = environment().get_template(INDEX_TEMPLATE).render(
         folder=str(folder), rows=rows, status=status, generated=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
-    partial = target.with_name(f".{target.name}.tmp")
-    partial.write_text(html, encoding="utf-8")
-    os.replace(partial, target)
-    return target, rows
+    return write_page(target, html), rows

@@ -88,7 +88,7 @@ def json_tables(data: dict[str, Any], title: str = "") -> list[Table]:
     return out
 
 
-def _environment() -> jinja2.Environment:
+def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["cell"] = cell
@@ -106,7 +106,7 @@ def render(run: RunDir, agg: Aggregates | None = None) -> str:
         for name, fig in figs.figures(agg, faults, run.verdict).items()
     }
     verdict = run.verdict
-    return _environment().get_template(TEMPLATE).render(
+    return environment().get_template(TEMPLATE).render(
         run=run,
         manifests=run.manifests,
         title=" + ".join(m.run for m in run.manifests) or ", ".join(d.name for d in run.directories),
@@ -146,7 +146,11 @@ def write_report(
         raise UsageError(f"--out is a directory: {target} (give a file name, e.g. {target / 'report.html'})")
     if not target.parent.is_dir():
         raise UsageError(f"no directory for the report: {target.parent}")
-    html = render(load(dirs, verdict))
+    return write_page(target, render(load(dirs, verdict)))
+
+
+def write_page(target: Path, html: str) -> Path:
+    """Write ``html`` to ``target`` whole: a reader never sees half a page."""
     partial = target.with_name(f".{target.name}.tmp")
     partial.write_text(html, encoding="utf-8")
     os.replace(partial, target)

@@ -93,7 +93,7 @@ def load(directories: str | Path | Sequence[str | Path], verdict_path: str | Pat
     vpath = Path(verdict_path) if verdict_path is not None else (dirs[0] / VERDICT_FILE if len(dirs) == 1 else None)
     if verdict_path is not None and vpath is not None and not vpath.is_file():
         raise UsageError(f"no verdict file: {vpath}")
-    verdict = _json(vpath, dict) if vpath is not None and vpath.is_file() else None
+    verdict = read_json(vpath, dict) if vpath is not None and vpath.is_file() else None
     run = RunDir(dirs, events, manifests, verdict, vpath, sources=sources)
     if verdict is not None and vpath is not None:
         run.verdict_warnings = _verdict_warnings(dirs, vpath, verdict)
@@ -106,7 +106,7 @@ def load(directories: str | Path | Sequence[str | Path], verdict_path: str | Pat
             run.faults = (run.faults or []) + faults
             run.sources += 1
         if (d / SCENARIO_FILE).is_file():
-            run.scenarios.append((d, _json(d / SCENARIO_FILE, dict)))
+            run.scenarios.append((d, read_json(d / SCENARIO_FILE, dict)))
     return run
 
 
@@ -128,7 +128,7 @@ def read_events_of(directory: Path) -> tuple[pa.Table, int]:
     return events, sources
 
 
-def _json(path: Path, kind: type | tuple[type, ...]) -> Any:
+def read_json(path: Path, kind: type | tuple[type, ...]) -> Any:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:

@@ -16,6 +16,7 @@ from pulsarlab import ops
 from pulsarlab.errors import DockerEngineError
 from pulsarlab.runtime.docker import engine, image
 from pulsarlab.runtime.docker.cluster import DockerCluster
+from tests.cluster.ansible_hosts import docker
 from tests.topology_files import builtin_at
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "docker-engine"
@@ -46,20 +47,15 @@ def without_own_image(host: str) -> Iterator[str]:
     under another, so that a build finds its layers cached), put back at the end if nothing built it."""
     tag = image.ensure_image(host=host).tag
     keep = f"{tag}-kept-by-test-{os.getpid()}"
-
-    def docker(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "DOCKER_HOST": host})
-
     for args in (("tag", tag, keep), ("image", "rm", tag)):
-        proc = docker(*args)
+        proc = docker(host, *args)
         assert proc.returncode == 0, proc.stderr
     try:
         yield tag
     finally:
         if not engine.client(host).image.exists(tag):
-            docker("tag", keep, tag)
-        docker("image", "rm", keep)
+            docker(host, "tag", keep, tag)
+        docker(host, "image", "rm", keep)
 
 
 @contextlib.contextmanager
