@@ -154,9 +154,10 @@ class NodeControl(Endpoints, Protocol):
         elsewhere); None when network faults can act on it."""
         ...
 
-    def preflight(self) -> None:
+    def preflight(self, network: bool = False) -> None:
         """Before faults run: raise :class:`~pulsarlab.errors.StateError` naming what keeps them
-        from acting on the nodes (an unreachable host, a missing right)."""
+        from acting on the nodes (an unreachable host, a missing right; with ``network``, what
+        keeps packet filter rules from being changed)."""
         ...
 
     def up(
@@ -165,3 +166,20 @@ class NodeControl(Endpoints, Protocol):
         brokers_ready: Callable[[NodeControl], None] | None = None,
     ) -> UpResult: ...
 
+
+@runtime_checkable
+class HostFilters(Protocol):
+    """A deployment whose nodes run on hosts of their own, each behind its own packet filter:
+    network faults add their rules on the hosts (one rule list per node's host) and heal removes
+    them there, by their comment's tag."""
+
+    def add_host_rules(self, rules: dict[str, list[str]]) -> tuple[int, int | None]:
+        """Add each host's rules (``CHAIN match... -j DROP``, the token ``@controller`` standing for
+        the address this machine reaches that host from); (rules added, when the last host had them,
+        in ns of its own clock)."""
+        ...
+
+    def remove_host_rules(self, tag: str, label: str | None = None) -> tuple[int, int]:
+        """Remove every rule of ``tag`` (only ``label``'s if given) on every host: (rules removed,
+        packets they had dropped)."""
+        ...

@@ -15,6 +15,7 @@ from pulsarlab.admin import metrics, placement, racks, reconcile, replication
 from pulsarlab.admin.client import admin_of
 from pulsarlab.admin.reconcile import Report
 from pulsarlab.chaos.actions import Fault, check, run_fault
+from pulsarlab.chaos.network import NETWORK_ACTIONS
 from pulsarlab.chaos.schedule import Scheduler, Step
 from pulsarlab.deployment import Endpoints, NodeControl, Say, UpResult
 from pulsarlab.errors import PulsarlabError, StateError, UsageError, yaml_problem
@@ -191,7 +192,7 @@ def attach(topology: str, state_dir: Path | None, wait: float | None = None, com
                          "the nodes: pass one")
     if playbooks is not None and inventory is None:
         raise UsageError("--playbooks goes with --inventory (the playbooks that act on its hosts)")
-    topo = load(topology)
+    topo = load(topology, loopback=inventory is None)  # the hosts of an inventory are machines of their own
     state_dir = state_dir or settings.current().cluster_dir(topo.name)
     previous = ClusterState.load(state_dir)
     if previous is not None and previous.runtime not in ATTACHED:
@@ -339,7 +340,7 @@ def fault_schedule(state_dir: Path | None, steps: Sequence[Step | str], out: Pat
         parsed = [Fault.parse(s) if isinstance(s, str) else s for s in steps]
         cluster = open_control(state_dir, "run faults", say)
         if any(isinstance(s, Fault) for s in parsed):
-            cluster.preflight()
+            cluster.preflight(network=any(isinstance(s, Fault) and s.action in NETWORK_ACTIONS for s in parsed))
         return Scheduler(cluster, parsed, history=out, say=say)
     except ValueError as exc:
         raise UsageError(str(exc)) from None

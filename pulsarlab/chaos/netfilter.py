@@ -79,6 +79,37 @@ def cut(ident: str, label: str, side_a: list[Member], side_b: list[Member]) -> l
     return sorted(rules)
 
 
+# ----- on hosts of their own (each with its own filter, see deployment.HostFilters) -----------------
+CONTROLLER = "@controller"  # in a host's rule: the address this machine reaches that host from
+
+
+def _host_rule(chain: str, match: str, note: str) -> str:
+    return f'{chain} {match} -m comment --comment "{note}" -j DROP'
+
+
+def host_cut(ident: str, label: str, side_a: dict[str, str], side_b: dict[str, str]) -> dict[str, list[str]]:
+    """Per node's host, the rules that cut it from every node of the other side (``{name: address}``
+    each): packets from and to those addresses dropped in its own filter, so each host of a pair
+    drops the other's (a node on both sides is not cut from itself)."""
+    note = comment(ident, label)
+    rules: dict[str, set[str]] = {}
+    for a, a_addr in side_a.items():
+        for b, b_addr in side_b.items():
+            if a == b:
+                continue
+            for host, other in ((a, b_addr), (b, a_addr)):
+                rules.setdefault(host, set()).update({_host_rule("INPUT", f"-s {other}/32", note),
+                                                      _host_rule("OUTPUT", f"-d {other}/32", note)})
+    return {host: sorted(r) for host, r in sorted(rules.items())}
+
+
+def host_mute(ident: str, label: str, node: str, ports: list[int]) -> dict[str, list[str]]:
+    """The rule that drops what the node's JVM sends from its own ports to this machine (its
+    replies to clients: the workload and pulsarlab connect from here), on its host."""
+    match = f"-d {CONTROLLER}/32 -p tcp -m multiport --sports {','.join(map(str, sorted(ports)))}"
+    return {node: [_host_rule("OUTPUT", match, comment(ident, label))]}
+
+
 def parse_listing(text: str, ident: str | None = None) -> list[Rule]:
     """The DROP rules with a pulsarlab comment in ``iptables -S OUTPUT`` output (only those of
     ``ident`` if given); other rules are ignored."""

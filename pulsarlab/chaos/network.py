@@ -1,9 +1,11 @@
-"""Network faults: ``partition R1 R2``, ``isolate-zk TARGET`` and ``heal``.
+"""Network faults: ``partition R1 R2``, ``isolate-zk TARGET``, ``mute TARGET`` and ``heal``.
 
-The nodes keep running; packets between chosen nodes are dropped (matched by the sending node's
-cgroup and the receiving node's address, see :mod:`pulsarlab.chaos.netfilter`), so connections
-stall and new ones time out, as across a cut link. ``heal`` removes every rule this deployment
-added, and only those.
+The nodes keep running; packets between chosen nodes are dropped, so connections stall and new
+ones time out, as across a cut link. Nodes on this machine are told apart by the sending node's
+cgroup and the receiving node's address (this machine's filter, see
+:mod:`pulsarlab.chaos.netfilter`); nodes on hosts of their own (:class:`HostFilters`) by
+addresses, in each host's own filter. ``heal`` removes every rule this deployment added, and only
+those, wherever they are.
 """
 
 from __future__ import annotations
@@ -15,9 +17,13 @@ from pulsarlab.chaos import netfilter, targets
 from pulsarlab.chaos.actions import Done, register
 from pulsarlab.chaos.nodes import no_args
 from pulsarlab.chaos.outages import region_nodes
-from pulsarlab.deployment import Endpoints, NodeControl
+from pulsarlab.deployment import Endpoints, HostFilters, NodeControl
 from pulsarlab.errors import StateError
 from pulsarlab.topology import Role
+from pulsarlab.topology.model import DEFAULT_PORTS
+
+NETWORK_ACTIONS = frozenset({"partition", "isolate-zk", "mute", "heal"})
+"""The actions that change packet filters (a target must let them: see ``preflight(network=True)``)."""
 
 
 def addresses(cluster: Endpoints, names: list[str]) -> list[str]:
@@ -60,12 +66,23 @@ def partition_rules(cluster: NodeControl, region_a: str, region_b: str) -> list[
                          members(cluster, region_nodes(cluster, region_b)))
 
 
-def isolate_rules(cluster: NodeControl, node: str) -> list[netfilter.Rule]:
+def _zookeepers_but(cluster: NodeControl, node: str) -> list[str]:
     zks = [n.name for n in cluster.topo.nodes_of(Role.ZOOKEEPER)]
     if node in zks:
         raise StateError(f"isolate-zk: {node} is a ZooKeeper node itself")
+    return zks
+
+
+def isolate_rules(cluster: NodeControl, node: str) -> list[netfilter.Rule]:
+    zks = _zookeepers_but(cluster, node)
     ident = netfilter.identity(cluster.state_dir)
     return netfilter.cut(ident, f"isolate-zk {node}", members(cluster, [node]), members(cluster, zks))
+
+
+def isolate_host_rules(cluster: NodeControl, node: str) -> dict[str, list[str]]:
+    zks = _zookeepers_but(cluster, node)
+    return netfilter.host_cut(netfilter.identity(cluster.state_dir), f"isolate-zk {node}",
+                              _addresses_of(cluster, [node]), _addresses_of(cluster, zks))
 
 
 def _cuttable(cluster: Endpoints) -> None:
@@ -76,6 +93,11 @@ def _cuttable(cluster: Endpoints) -> None:
         raise ValueError(f"no network fault on this deployment: {problem}")
 
 
+def _filter_problem(cluster: Endpoints) -> str | None:
+    """Why this machine's iptables cannot be changed, where the deployment's cuts need it."""
+    return None if isinstance(cluster, HostFilters) else netfilter.Iptables().usable()
+
+
 def _two_regions(cluster: Endpoints, args: tuple[str, ...]) -> None:
     _cuttable(cluster)
     if len(args) != 2:
@@ -84,13 +106,29 @@ def _two_regions(cluster: Endpoints, args: tuple[str, ...]) -> None:
         raise ValueError(f"needs two different regions (got {args[0]} twice)")
     for r in args:
         targets.check(cluster.topo, targets.Target("region", r))
-    why = netfilter.Iptables().usable()
-    if why:
+    if why := _filter_problem(cluster):
         raise ValueError(why)
+
+
+def _on_hosts(cluster: HostFilters, rules: dict[str, list[str]], what: str, nodes: tuple[str, ...]) -> Done:
+    """Add each host's rules; ``<what>: N DROP rules on M hosts (K new)``, at when the last host had them."""
+    added, at_ns = cluster.add_host_rules(rules)
+    total = sum(len(r) for r in rules.values())
+    note = next(iter(rules.values()))[0].split('--comment "', 1)[1].split('"', 1)[0]
+    return Done(f"{what}: {total} DROP rule(s) on {len(rules)} host(s) ({added} new), comment '{note}'", nodes, at_ns)
+
+
+def _addresses_of(cluster: Endpoints, names: list[str]) -> dict[str, str]:
+    return {n: cluster.topo.address_of(cluster.topo.node(n)) for n in names}
 
 
 def partition(cluster: NodeControl, args: tuple[str, ...]) -> Done:
     """Drop every packet between the two regions' node addresses, both ways."""
+    if isinstance(cluster, HostFilters):
+        a, b = region_nodes(cluster, args[0]), region_nodes(cluster, args[1])
+        per_host = netfilter.host_cut(netfilter.identity(cluster.state_dir), f"partition {args[0]} {args[1]}",
+                                      _addresses_of(cluster, a), _addresses_of(cluster, b))
+        return _on_hosts(cluster, per_host, f"partitioned {args[0]} from {args[1]}", tuple(a + b))
     rules = partition_rules(cluster, *args)
     added = netfilter.Iptables().add(rules)
     return Done(f"partitioned {args[0]} from {args[1]}: {len(rules)} DROP rules in iptables {netfilter.CHAIN} "
@@ -106,14 +144,15 @@ def _one_non_zk_target(cluster: Endpoints, args: tuple[str, ...]) -> None:
         raise ValueError("takes one node, not a region (a region's ZooKeeper node cannot be cut from itself)")
     if t.kind == "node" and cluster.topo.node(t.value).role == Role.ZOOKEEPER:
         raise ValueError(f"{t.value} is a ZooKeeper node itself")
-    why = netfilter.Iptables().usable()
-    if why:
+    if why := _filter_problem(cluster):
         raise ValueError(why)
 
 
-def _cut_one(cluster: NodeControl, args: tuple[str, ...], rules_of, what: str) -> Done:
+def _cut_one(cluster: NodeControl, args: tuple[str, ...], rules_of, host_rules_of, what: str) -> Done:
     """Resolve the one target, add its rules, and say ``<what>: N DROP rule(s) (M new), comment``."""
     node = targets.resolve_all(cluster, args)[0]
+    if isinstance(cluster, HostFilters):
+        return _on_hosts(cluster, host_rules_of(cluster, node), what.format(node=targets.describe(args, [node])), (node,))
     rules = rules_of(cluster, node)
     added = netfilter.Iptables().add(rules)
     return Done(f"{what.format(node=targets.describe(args, [node]))}: {len(rules)} DROP rule(s) "
@@ -122,7 +161,13 @@ def _cut_one(cluster: NodeControl, args: tuple[str, ...], rules_of, what: str) -
 
 def isolate_zk(cluster: NodeControl, args: tuple[str, ...]) -> Done:
     """Drop the node's packets to and from every ZooKeeper node."""
-    return _cut_one(cluster, args, isolate_rules, "isolated {node} from ZooKeeper")
+    return _cut_one(cluster, args, isolate_rules, isolate_host_rules, "isolated {node} from ZooKeeper")
+
+
+def mute_host_rules(cluster: NodeControl, node: str) -> dict[str, list[str]]:
+    n = cluster.topo.node(node)
+    return netfilter.host_mute(netfilter.identity(cluster.state_dir), f"mute {node}", node,
+                               [n.port(kind) for kind in DEFAULT_PORTS[n.role.value]])
 
 
 def mute_rules(cluster: NodeControl, node: str) -> list[netfilter.Rule]:
@@ -133,7 +178,8 @@ def mute_rules(cluster: NodeControl, node: str) -> list[netfilter.Rule]:
 
 def mute(cluster: NodeControl, args: tuple[str, ...]) -> Done:
     """Drop everything the node sends back to clients, while it keeps talking to the other nodes."""
-    return _cut_one(cluster, args, mute_rules, f"muted {{node}}, its replies to clients ({CLIENT_ADDRESS}) dropped")
+    clients = "this machine" if isinstance(cluster, HostFilters) else CLIENT_ADDRESS
+    return _cut_one(cluster, args, mute_rules, mute_host_rules, f"muted {{node}}, its replies to clients ({clients}) dropped")
 
 
 def disconnect(cluster: Endpoints, args: tuple[str, ...]) -> Done:
@@ -169,16 +215,28 @@ def _one_broker(cluster: Endpoints, args: tuple[str, ...]) -> None:
 
 def heal(cluster: Endpoints, args: tuple[str, ...]) -> Done:
     """Remove every packet filter rule of this deployment."""
+    if isinstance(cluster, HostFilters):
+        ident = netfilter.identity(cluster.state_dir)
+        gone, dropped = cluster.remove_host_rules(ident)
+        return Done(f"healed: removed {gone} DROP rule(s) of this deployment ({ident}) from its hosts; they had dropped "
+                    f"{dropped} packets")
     ipt, ident = netfilter.Iptables(), netfilter.identity(cluster.state_dir)
     dropped = ipt.dropped(ident)
     gone = ipt.remove(ident)
     return Done(f"healed: removed {gone} DROP rule(s) of this deployment ({ident}); they had dropped {dropped} packets")
 
 
+def remove_all(cluster: Endpoints) -> int:
+    """What ``down`` and an ended scenario run: every rule of this deployment removed, from its
+    hosts' filters or this machine's (where none can have been added: nothing to do)."""
+    if isinstance(cluster, HostFilters):
+        return cluster.remove_host_rules(netfilter.identity(cluster.state_dir))[0]
+    return netfilter.remove_if_any(cluster.state_dir)
+
+
 def _heal_check(cluster: Endpoints, args: tuple[str, ...]) -> None:
     no_args(cluster, args)
-    why = netfilter.Iptables().usable()
-    if why:
+    if why := _filter_problem(cluster):
         raise ValueError(why)
 
 

@@ -80,7 +80,7 @@ class NodeRuntime(RecordedDeployment):
         got now, or refused with one error."""
         return
 
-    def preflight(self) -> None:
+    def preflight(self, network: bool = False) -> None:
         return  # this machine's own processes or containers: nothing to ask first
 
     def forget(self, names: list[str]) -> None:

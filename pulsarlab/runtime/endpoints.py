@@ -41,6 +41,8 @@ class RecordedDeployment(abc.ABC):
         self._lock = threading.Lock()
         self.state = ClusterState.load(self.state_dir) or ClusterState(topo.name, self.runtime, topo.name)
 
+    on_loopback = True  # every node on an address of this machine (False: hosts of their own)
+
     @classmethod
     def open(cls, state_dir: Path, dist: Distribution | None = None, say: Say = quiet) -> Self:
         """The deployment recorded in ``state_dir`` (as ``up`` or ``attach`` left it)."""
@@ -48,7 +50,7 @@ class RecordedDeployment(abc.ABC):
         if not ClusterState.path(state_dir).is_file() or not topo_file.is_file():
             raise StateError(f"no pulsarlab cluster in {state_dir}: run 'pulsarlab up' first")
         try:
-            topo = parse(yaml.safe_load(topo_file.read_text()))
+            topo = parse(yaml.safe_load(topo_file.read_text()), loopback=cls.on_loopback)
         except (yaml.YAMLError, PulsarlabError) as exc:  # a file edited or cut short by hand
             why = yaml_problem(topo_file, exc) if isinstance(exc, yaml.YAMLError) else str(exc).splitlines()[0]
             raise StateError(f"the deployment's topology cannot be read ({why}): {topo_file} is pulsarlab's own "

@@ -5,7 +5,8 @@ wipe, log) with that inventory, the way an operator would by hand.
 
 The hosts are machines of their own: whether a node answers is asked over the network (its main
 port, its readiness probe), what runs on a host is only known by asking the host, and no packet
-filter of this machine stands between them (network faults are refused, naming why). pulsarlab
+filter of this machine stands between them: network faults add their rules to each host's own
+filter (``cut`` and ``heal`` of ``node.yml``). pulsarlab
 did not deploy these nodes and does not remove them: ``down`` only forgets the attachment.
 """
 
@@ -15,12 +16,14 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from pulsarlab.chaos import netfilter
 from pulsarlab.deployment import Say, quiet
 from pulsarlab.distribution import Distribution
 from pulsarlab.errors import ProcessFailedError, StateError, UsageError
@@ -95,6 +98,7 @@ class AnsibleHosts(NodeRuntime):
     """The topology's nodes on the hosts of an Ansible inventory."""
 
     runtime = "ansible"
+    on_loopback = False
 
     def __init__(self, topo: Topology, state_dir: Path, dist: Distribution | None = None, say: Say = quiet) -> None:
         super().__init__(topo, state_dir, dist, say)
@@ -117,13 +121,17 @@ class AnsibleHosts(NodeRuntime):
              "paused": sorted(self.paused)}, indent=2))
 
     def down(self, keep_data: bool = False) -> list[str]:
-        """Forget the attachment; the hosts' nodes keep running."""
+        """Remove the packet filter rules faults left on the hosts, then forget the attachment;
+        the hosts' nodes keep running."""
+        removed, _ = self.remove_host_rules(netfilter.identity(self.state_dir))
+        if removed:
+            self.say(f"removed {removed} packet filter rule(s) of this deployment from its hosts")
         detach(self.state_dir, keep_data, SETTINGS_FILE)
         self.say(f"detached from {self.topo.name} ({self.inventory.path}); its nodes keep running")
         return []
 
     # ----- acting through the node playbook -------------------------------------------------------
-    def play(self, action: str, names: list[str], **extra: str | int) -> dict[str, dict]:
+    def play(self, action: str, names: list[str], **extra: object) -> dict[str, dict]:
         """Run ``node.yml`` with ``action`` for the named nodes; each host's last result. A run
         that fails is a :class:`ProcessFailedError` carrying the command and its output."""
         if not self.inventory.path.is_file():
@@ -148,11 +156,12 @@ class AnsibleHosts(NodeRuntime):
                 raise ProcessFailedError(cmd, proc.returncode, "\n".join([(proc.stdout + proc.stderr)[-6000:], *failed]))
             return results
 
-    def preflight(self) -> None:
+    def preflight(self, network: bool = False) -> None:
         """Before faults: every node's host answers, its JVM runs and this connection's user may
-        act on it; else one error naming each host and what is missing."""
+        act on it (with ``network``: and change its packet filter); else one error naming each
+        host and what is missing."""
         try:
-            self.play("check", [n.name for n in self.topo.nodes])
+            self.play("check", [n.name for n in self.topo.nodes], pulsar_node_need_iptables=network)
         except ProcessFailedError as exc:
             hosts = {n.name for n in self.topo.nodes}
             named = [line for line in exc.output.splitlines() if line.split(":", 1)[0] in hosts]
@@ -170,8 +179,35 @@ class AnsibleHosts(NodeRuntime):
         return None
 
     def cut_problem(self) -> str | None:
-        return ("its nodes run on Ansible hosts, and this machine's packet filter does not stand between them "
-                "(network faults act on nodes that run here)")
+        return None  # each host's own filter (see add_host_rules); preflight checks each has iptables
+
+    # ----- each host's packet filter (deployment.HostFilters) ----------------------------------------
+    def controller_address(self, name: str) -> str:
+        """The address this machine reaches the node's host from (the source its kernel picks)."""
+        address = self.topo.address_of(self.topo.node(name))
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            try:
+                probe.connect((address, 9))  # a datagram socket's connect sends nothing
+                return str(probe.getsockname()[0])
+            except OSError as exc:
+                raise StateError(f"{name}: no route from this machine to {address} ({exc})") from None
+
+    def add_host_rules(self, rules: dict[str, list[str]]) -> tuple[int, int | None]:
+        hosts = sorted(rules)
+        given = {h: [r.replace(netfilter.CONTROLLER, self.controller_address(h)) for r in rules[h]] for h in hosts}
+        results = self.play("cut", hosts, pulsar_node_rules=given)
+        said = [re.search(r"^added: (\d+) at (\d+)\s*$", str(results.get(h, {}).get("stdout", "")), re.M) for h in hosts]
+        added = sum(int(m.group(1)) for m in said if m)
+        return added, max((int(m.group(2)) for m in said if m), default=None)
+
+    def remove_host_rules(self, tag: str, label: str | None = None) -> tuple[int, int]:
+        results = self.play("heal", [n.name for n in self.topo.nodes], pulsar_node_rule_tag=tag,
+                            pulsar_node_rule_label=label or "")
+        removed = dropped = 0
+        for r in results.values():
+            if m := re.search(r"^removed: (\d+) dropped: (\d+)", str(r.get("stdout", "")), re.M):
+                removed, dropped = removed + int(m.group(1)), dropped + int(m.group(2))
+        return removed, dropped
 
     # ----- primitives ---------------------------------------------------------------------------
     def prepare(self, nodes: list[Node]) -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pulsarlab.chaos import actions as chaos
+from pulsarlab.chaos.network import NETWORK_ACTIONS
 from pulsarlab.deployment import Endpoints, NodeControl
 from pulsarlab.errors import PulsarlabError, UsageError
 from pulsarlab.history.statuses import FAIL, overall_status
@@ -71,7 +72,8 @@ def run_plan(
     own progress display, ``done`` called after each. A run that could not be done does not cancel
     the others (it is an inconclusive verdict, never a pass); a single run's error is raised as it is."""
     if on is not None and any(p.skip is None for p in plan):
-        on.preflight()  # a host that faults cannot reach refuses the runs before any starts
+        # a host that faults cannot reach refuses the runs before any starts
+        on.preflight(network=any(f.action in NETWORK_ACTIONS for p in plan if p.skip is None for f in p.scenario.faults()))
     verdicts = []
     for p in plan:
         sc, run_dir = p.scenario, p.run_dir

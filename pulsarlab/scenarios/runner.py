@@ -24,7 +24,7 @@ import yaml
 
 from pulsarlab.admin.client import admin_of
 from pulsarlab.chaos.actions import Fault
-from pulsarlab.chaos.netfilter import remove_if_any
+from pulsarlab.chaos.network import remove_all
 from pulsarlab.chaos.schedule import Scheduler, Wait
 from pulsarlab.deployment import Endpoints, NodeControl, Say, UpResult, quiet
 from pulsarlab.errors import UsageError
@@ -193,7 +193,7 @@ def restore(cluster: NodeControl, say: Say = quiet) -> list[str]:
     ready) and, when a broker was among them, every namespace unloaded so that its bundles go back
     to the brokers its isolation policy prefers. Returns the nodes started again."""
     try:
-        if cut := remove_if_any(cluster.state_dir):
+        if cut := remove_all(cluster):
             say(f"healed: {cut} packet filter rule(s) of this deployment removed")
         for n in cluster.status():
             if n.paused:

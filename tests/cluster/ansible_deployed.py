@@ -1,4 +1,4 @@
-"""One deployment of the playbooks on container hosts, as the tests of ``test_ansible.py`` use it:
+"""One deployment of the playbooks on rehearsal hosts, as the tests of ``test_ansible.py`` use it:
 the nodes' JVMs and the distribution each runs from, a recorded workload in the background, and
 the verifier's verdict over it."""
 
@@ -21,16 +21,16 @@ import pytest
 from pulsarlab.chaos import targets
 from pulsarlab.deployment import Endpoints
 from pulsarlab.errors import PulsarlabError
-from pulsarlab.runtime.external import ExternalCluster
+from pulsarlab.runtime import open_deployment
 from pulsarlab.scenarios.rto import read_sends
 from pulsarlab.topology import Topology, bookie_id
-from tests.cluster.ansible_hosts import ContainerHosts, Play, docker
+from tests.cluster.ansible_hosts import LabHosts, Play, docker
 from tests.eventually import eventually
 
 
 @dataclass
 class Deployed:
-    hosts: ContainerHosts  # all ten containers
+    hosts: LabHosts  # all ten hosts
     small: Topology  # what deploy.yml put on nine of them
     big_ref: str  # the same with NEW_BOOKIE appended (add-bookie's re-render)
     render_dir: Path
@@ -42,7 +42,7 @@ class Deployed:
         return self.render_dir / "inventory.yml"
 
     def cluster(self) -> Endpoints:
-        return ExternalCluster.open(self.state_dir)
+        return open_deployment(self.state_dir)
 
     def play(self, book: str, *extra: str) -> Play:
         play = self.hosts.playbook(self.inventory, book, *extra)

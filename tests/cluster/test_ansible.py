@@ -1,5 +1,6 @@
-"""The playbooks on container hosts: ``deploy.yml`` and ``configure.yml`` put ``sync`` onto nine of
-ten containers (one per node, each on its own loopback address); placement is proven and
+"""The playbooks on rehearsal hosts (``pulsarlab hosts up``: one container per node, each in its own
+network namespace with its own address, reached over SSH): ``deploy.yml`` and ``configure.yml``
+put ``sync`` onto nine of ten hosts; placement is proven and
 messages go through pulsarlab; a second deploy restarts only the node whose file changed and
 changes nothing else; add-bookie brings in the tenth host. One recorded workload runs from the
 rolling-restart and replace-bookie runbooks through the region failover drill to the upgrade
@@ -23,7 +24,7 @@ import yaml
 
 from pulsarlab import ops
 from pulsarlab.chaos import targets
-from pulsarlab.topology import Role, load
+from pulsarlab.topology import BUILTIN_DIR, Role, load
 from tests.cluster.ansible_deployed import (
     Deployed,
     Recorded,
@@ -32,9 +33,8 @@ from tests.cluster.ansible_deployed import (
     renamed_distribution,
     running_workload,
 )
-from tests.cluster.ansible_hosts import ContainerHosts, docker
+from tests.cluster.ansible_hosts import LabHosts, docker
 from tests.cluster.test_sync import _drain, _produce, assert_placed_in_both_regions
-from tests.topology_files import builtin_at
 
 pytestmark = pytest.mark.cluster
 SYSTEMD = frozenset({"bk2-us", "pulsar2-us"})  # hosts with systemd: their nodes run as units
@@ -44,24 +44,25 @@ NEW_BOOKIE = {"name": "bk3-eu", "role": "bookie", "cluster": "mycluster", "regio
 
 
 @pytest.fixture(scope="module")
-def deployed(docker_host: str, cluster_pool, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
-    cluster_pool.close()  # the containers bind the addresses the local clusters use
+def deployed(docker_host: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
     root = tmp_path_factory.mktemp("ansible")
-    prefix = os.environ.get("PULSARLAB_TEST_ADDRESS_PREFIX", "127.0")
-    small_ref = builtin_at("sync", prefix, root)
-    data = yaml.safe_load(small_ref.read_text())
-    big_ref = root / f"sync-{prefix}-bk3.yaml"  # appended last: every other node keeps its address
-    big_ref.write_text(yaml.safe_dump({**data, "nodes": [*data["nodes"], NEW_BOOKIE]}))
-    render_dir = root / "rendered"
-    ops.render_topology(str(small_ref), render_dir, runtime="ansible")
-    hosts = ContainerHosts(load(str(big_ref)), docker_host, f"pulsarlab-ansible-{prefix.replace('.', '-')}", SYSTEMD, BARE)
-    hosts.start()
-    hosts.connect(render_dir)
+    data = yaml.safe_load((BUILTIN_DIR / "sync.yaml").read_text())
+    wanted = root / "sync-bk3.yaml"  # appended last: every other node keeps its host's address
+    wanted.write_text(yaml.safe_dump({**data, "nodes": [*data["nodes"], NEW_BOOKIE]}))
+    lab = root / "lab"
+    hosts = LabHosts(wanted, lab, docker_host, SYSTEMD, BARE)
     try:
-        play = hosts.playbook(render_dir / "inventory.yml", "deploy.yml")
+        hosts.start()
+        big_ref = root / "sync-bk3-at-hosts.yaml"  # the lab's topology (the hosts' addresses), for add-bookie
+        big_ref.write_text((lab / "topology.yaml").read_text())
+        small = yaml.safe_load(big_ref.read_text())
+        small_ref = root / "sync-at-hosts.yaml"
+        small_ref.write_text(yaml.safe_dump({**small, "nodes": [n for n in small["nodes"] if n["name"] != NEW_BOOKIE["name"]]}))
+        ops.render_topology(str(small_ref), lab, runtime="ansible")  # what the operator deploys first: nine nodes
+        play = hosts.playbook(lab / "inventory.yml", "deploy.yml")
         assert play.rc == 0, play.output[-6000:]
-        print(f"deploy.yml: sync on 9 container hosts in {play.seconds:.1f}s")
-        yield Deployed(hosts, load(str(small_ref)), str(big_ref), render_dir, root / "state", play)
+        print(f"deploy.yml: sync on 9 rehearsal hosts in {play.seconds:.1f}s")
+        yield Deployed(hosts, load(str(small_ref), loopback=False), str(big_ref), lab, root / "state", play)
     finally:
         hosts.remove()
 
@@ -131,6 +132,16 @@ def test_a_second_deploy_changes_only_the_node_whose_file_changed_then_nothing(c
     assert conf_again.rc == 0 and conf_again.recap()["localhost"]["changed"] == 0, conf_again.output[-3000:]
 
 
+def rules_on_hosts(deployed: Deployed) -> dict[str, int]:
+    """Per host, how many packet filter rules of pulsarlab's it has (hosts without any left out)."""
+    counts = {}
+    for node in deployed.small.nodes:
+        listing = docker(deployed.hosts.docker_host, "exec", deployed.hosts.name(node.name), "iptables", "-S").stdout
+        if n := listing.count("pulsarlab:"):
+            counts[node.name] = n
+    return counts
+
+
 def pulsarlab_cli(deployed: Deployed, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """The CLI as a user runs it beside the playbooks (the hosts' engine in DOCKER_HOST)."""
     proc = subprocess.run([sys.executable, "-m", "pulsarlab.cli", *args], capture_output=True, text=True, timeout=timeout,
@@ -144,7 +155,9 @@ def test_a_scenario_and_node_commands_act_on_the_hosts(configured: Deployed, tmp
     playbooks/node.yml): sync-bookie-loss runs --on its state folder, its bookie killed and started
     again on its host, nothing acknowledged lost; a killed node of a systemd host stays down (the
     unit's Restart=on-failure does not bring it back) until 'node start'; pause and resume reach the
-    JVM; a network fault is skipped, naming why."""
+    JVM. sync-partition cuts eu from us in each host's own packet filter and heals it: no rule
+    is left on any host; nor after a cut whose pulsarlab ended without healing and a later
+    'chaos heal'."""
     state = str(configured.state_dir)
     before = configured.pids()
     run = pulsarlab_cli(configured, "scenario", "run", "sync-bookie-loss", "sync-partition", "--on", state, "--json",
@@ -157,11 +170,26 @@ def test_a_scenario_and_node_commands_act_on_the_hosts(configured: Deployed, tmp
     assert [(f["fault"], f["outcome"]) for f in v["faults"]] == [("kill bk1-eu", "ok"), ("start bk1-eu", "ok")]
     kill = v["faults"][0]  # when the JVM was killed, by its host's clock: before the play returned here
     assert kill["effect_ts"] is not None and kill["ts"] <= kill["effect_ts"] <= kill["ended_ts"], kill
-    assert verdicts["sync-partition"]["status"] == "skipped"
-    assert "Ansible hosts" in verdicts["sync-partition"]["skipped"], verdicts["sync-partition"]
+    p = verdicts["sync-partition"]
+    assert (p["status"], p["rpo"]) == ("pass", 0), p
+    assert [(f["fault"], f["outcome"]) for f in p["faults"]] == [("partition eu us", "ok"), ("heal", "ok")], p["faults"]
+    print(f"sync-partition on the hosts: RTO {p['rto']}, {p['seconds']} s")
+    assert rules_on_hosts(configured) == {}
+
+    # a cut left behind by a pulsarlab that ended before healing (as a crash would): found and removed
+    cut = pulsarlab_cli(configured, "chaos", "isolate-zk", "pulsar1-eu", "--state-dir", state)
+    assert cut.returncode == 0, cut.stderr[-3000:]
+    assert set(rules_on_hosts(configured)) == {"pulsar1-eu", "zk"}
+    healed = pulsarlab_cli(configured, "chaos", "heal", "--state-dir", state)
+    assert healed.returncode == 0 and "removed 4 DROP rule(s)" in healed.stdout, healed.stdout + healed.stderr[-2000:]
+    assert rules_on_hosts(configured) == {}
     after = configured.pids()
     assert after["bk1-eu"] and after["bk1-eu"] != before["bk1-eu"]
-    assert {n: p for n, p in after.items() if n != "bk1-eu"} == {n: p for n, p in before.items() if n != "bk1-eu"}
+    # the partition cut the us bookies from ZooKeeper (in eu): a bookie whose session expires shuts
+    # itself down, and the run's end started them again; every other JVM is the one from before
+    cut_off = {"bk1-eu", "bk1-us", "bk2-us"}
+    assert {n: p for n, p in after.items() if n not in cut_off} == {n: p for n, p in before.items() if n not in cut_off}
+    assert all(after[n] for n in cut_off), after
 
     unit = ["exec", configured.hosts.name("pulsar2-us"), "systemctl", "is-active", "pulsar-pulsar2-us"]
     assert pulsarlab_cli(configured, "node", "kill", "pulsar2-us", "--state-dir", state).returncode == 0
