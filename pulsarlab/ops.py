@@ -333,6 +333,18 @@ def chaos_action(state_dir: Path | None, action: str, args: list[str], say: Say 
     return run_fault(cluster, fault).what
 
 
+def chaos_heal(state_dir: Path | None, say: Say = _quiet) -> str:
+    """``chaos heal`` by hand, the cleanup after faults (a pulsarlab that crashed mid-scenario
+    included): every packet filter rule of the deployment removed, wherever it is, then every node
+    left paused resumed. A scheduled ``heal`` fault removes the rules only."""
+    done = chaos_action(state_dir, "heal", [], say)
+    cluster = open_control(state_dir, "heal", say)
+    paused = [n.name for n in cluster.status() if n.paused]
+    for name in paused:
+        cluster.resume_node(name)
+    return done + (f"; resumed {', '.join(paused)} (left paused)" if paused else "; no node was left paused")
+
+
 def fault_schedule(state_dir: Path | None, steps: Sequence[Step | str], out: Path, say: Say = _quiet) -> Scheduler:
     """A schedule of faults (or ``AT ACTION ARGS...`` texts) for a workload run into ``out`` (see
     :func:`workload_run`); every fault checked against the running cluster now."""

@@ -27,7 +27,8 @@ Region = Annotated[str, typer.Argument(help="a region of the topology, e.g. eu")
 def _run(action: str, args: list[str], state_dir, as_json: bool) -> None:
     t0, wall = time.monotonic(), time.time_ns()
     with reporter(err, quiet=as_json) as progress:  # on a terminal only, never mixed with JSON
-        done = ops.chaos_action(state_dir, action, args, say=progress)
+        done = (ops.chaos_heal(state_dir, say=progress) if action == "heal"
+                else ops.chaos_action(state_dir, action, args, say=progress))
     if as_json:
         print(json.dumps({"action": action, "args": args, "done": done, "wall_ns": wall,
                           "seconds": round(time.monotonic() - t0, 3)}, indent=2))
@@ -49,7 +50,8 @@ def partition(region_a: Region, region_b: Region, state_dir: StateDirOpt = None,
 
 @chaos_app.command()
 def heal(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
-    """Remove every packet filter rule this deployment added (and no other); safe to re-run."""
+    """Remove every packet filter rule this deployment added (and no other), on this machine or its
+    hosts, and resume every node left paused: the cleanup after faults, a crashed run's too; safe to re-run."""
     _run("heal", [], state_dir, as_json)
 
 
