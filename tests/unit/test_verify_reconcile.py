@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -196,3 +198,36 @@ def test_verify_says_inconclusive_naming_the_file(spark, broken: Break, sound: P
 def test_the_sound_history_passes(spark, sound: Path, tmp_path: Path) -> None:
     result = runner.invoke(app, ["verify", str(copy(sound, tmp_path))])
     assert result.exit_code == 0, result.output
+
+
+# -- not a history: exit 2 before a JVM, one line saying what was expected ---------------------
+def test_what_is_not_a_history_is_a_usage_error_before_spark_is_imported(sound: Path, tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    shutil.copytree(sound, runs / "sync-partition")
+    other = tmp_path / "sales"
+    other.mkdir()
+    pq.write_table(pa.table({"region": ["eu"], "amount": [3]}), other / "2026.parquet")
+    script = (
+        "import sys, json\n"
+        "from typer.testing import CliRunner\n"
+        "from pulsarlab.cli import app\n"
+        "r = CliRunner().invoke(app, ['verify', *sys.argv[1:]])\n"
+        "print(json.dumps([r.exit_code, r.stderr, 'pyspark' in sys.modules]))\n"
+    )
+    cases = [
+        ([str(runs / "sync-partiton")], f"no history folder {runs / 'sync-partiton'}: nothing there, expected a run's "
+                                        f"history folder ('pulsarlab workload run --out DIR' writes one); did you mean "
+                                        f"{runs / 'sync-partition'}?"),
+        ([str(other)], f"{other} is not a run history: no _run.json, and its Parquet files (2026.parquet) are not "
+                       "history parts"),
+        ([str(runs / "sync-partition"), "--expect", str(tmp_path / "expect.json")],
+         "unknown check(s) in allow: lsot (did you mean lost?); known: lost, "),
+    ]
+    (tmp_path / "expect.json").write_text(json.dumps({"allow": ["lsot"]}))
+    for args, says in cases:
+        done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120)
+        code, stderr, spark_loaded = json.loads(done.stdout.strip().splitlines()[-1])
+        assert code == 2, stderr
+        assert says in stderr.replace("\n", ""), stderr
+        assert len(stderr.strip().splitlines()) == 1 or "did you mean" in stderr, stderr
+        assert not spark_loaded, "nothing of Spark before the input is known to be a history"
