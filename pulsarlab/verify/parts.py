@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -18,6 +19,9 @@ from pulsarlab.history.schema import OPS, REQUIRED_COLUMNS, SCHEMA
 from pulsarlab.verify.events import UNREADABLE
 
 _UNREADABLE_AT = re.compile(re.escape(UNREADABLE) + r"(?P<path>.+?) \((?P<why>[^\n]*)\)")
+# Spark's own Parquet reader (the scan of deliveries without a producer) names the file it failed on
+_SPARK_READ_FAILED = re.compile(r"\[FAILED_READ_FILE[.\w]*\] Encountered error while reading file (?P<uri>\S+?)\.?\s")
+_CAUSE = re.compile(r"Caused by: (?P<cause>[^\n]+)")
 
 
 class UnreadablePart(Exception):
@@ -41,8 +45,14 @@ def unreadable_reason(path: str | Path, why: str) -> str:
 def unreadable_in(exc: BaseException) -> UnreadablePart | None:
     """The part a failed Spark job could not read, found in the error's text (a map task's error
     arrives as text inside Spark's own exception); None when the failure is something else."""
-    found = _UNREADABLE_AT.search(str(exc))
-    return UnreadablePart(found["path"], found["why"]) if found else None
+    text = str(exc)
+    if found := _UNREADABLE_AT.search(text):
+        return UnreadablePart(found["path"], found["why"])
+    if found := _SPARK_READ_FAILED.search(text):
+        cause = _CAUSE.search(text, found.end())
+        path = unquote(urlparse(found["uri"]).path)
+        return UnreadablePart(path, f"Spark could not read it: {cause['cause'] if cause else 'no cause given'}")
+    return None
 
 
 def schema_problems(schema: pa.Schema) -> list[str]:

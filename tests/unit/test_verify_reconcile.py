@@ -18,6 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pulsarlab.cli import app
+from pulsarlab.history import write_table
 from pulsarlab.history.faults import FAULTS_FILE, FaultJournal, FaultRow
 from pulsarlab.verify.reconcile import reconcile
 from tests.unit.test_verify import T0, TOPIC
@@ -164,6 +165,22 @@ def damaged_page(run: Path) -> str:  # the footer is sound; a page of data is no
     return f"history part {part} cannot be read (row group 0: "
 
 
+def damaged_page_spark_reads(run: Path) -> str:
+    """A delivery without a producer is judged by Spark's own Parquet reader (not the map tasks'):
+    a damaged page of a column only it reads."""
+    part = run / "consumer-c0.parquet"
+    rows = pq.read_table(part).to_pylist()
+    anonymous = {"op": "receive", "ts": T0, "topic": TOPIC, "cluster": "c1", "subscription": "audit", "consumer": "c0",
+                 "message_id": "9:9:-1:-1"}
+    write_table(run, "consumer-c0", [*rows, anonymous])
+    edit_manifest(run, lambda m: m["drivers"][2]["counts"].update(received=11))
+    ids = pq.read_metadata(part).row_group(0).column(pq.read_schema(part).names.index("message_id"))
+    data = bytearray(part.read_bytes())
+    data[ids.data_page_offset + 8 : ids.data_page_offset + 24] = bytes(16)
+    part.write_bytes(bytes(data))
+    return f"history part {part} cannot be read (Spark could not read it: "
+
+
 def part_missing(run: Path) -> str:
     (run / "producer-p1.parquet").unlink()
     return "run rA: driver producer-p1 (produce) counted 5 invoked, 5 acked, but left no history part producer-p1.parquet"
@@ -181,7 +198,8 @@ def unknown_schema(run: Path) -> str:
     return f"history part {part} has a schema the verifier does not know (unknown column 'shard')"
 
 
-@pytest.mark.parametrize("broken", [read_back_cut_short, part_cut_in_half, damaged_page, part_missing,
+@pytest.mark.parametrize("broken", [read_back_cut_short, part_cut_in_half, damaged_page, damaged_page_spark_reads,
+                                    part_missing,
                                     summary_disagrees, unknown_schema], ids=lambda f: f.__name__)
 def test_verify_says_inconclusive_naming_the_file(spark, broken: Break, sound: Path, tmp_path: Path) -> None:
     run = copy(sound, tmp_path)
@@ -192,7 +210,7 @@ def test_verify_says_inconclusive_naming_the_file(spark, broken: Break, sound: P
     assert verdict["status"] == "inconclusive"
     assert any(says in r for r in verdict["reasons"]), verdict["reasons"]
     assert says in result.stderr.replace("\n", "")
-    assert "Traceback" not in result.output and "Exception" not in result.stderr, result.output
+    assert "Traceback" not in result.output and "\tat " not in result.output, result.output  # no Python or Java stack
 
 
 def test_the_sound_history_passes(spark, sound: Path, tmp_path: Path) -> None:
