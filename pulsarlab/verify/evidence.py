@@ -95,7 +95,7 @@ def read_scans(paths: list[str]) -> list[Scan]:
     for path in paths:
         try:
             names = set(pq.read_schema(path).names)
-            table = pq.ParquetFile(path, page_checksum_verification=True).read(
+            table = pq.ParquetFile(path, page_checksum_verification=True, read_dictionary=["op", "cluster", "topic"]).read(
                 columns=[c for c in SCAN_COLUMNS if c in names])
         except (OSError, ValueError) as exc:
             raise UnreadablePart(path, first_line(exc)) from exc
@@ -188,7 +188,8 @@ def driver_contradictions(manifests: list[dict[str, Any]], readable: set[Path]) 
             if not counts or path not in readable:
                 continue  # not known, or named already: unreadable or of an unknown schema
             try:
-                table = pq.ParquetFile(path, page_checksum_verification=True).read(columns=["op", "type"])
+                table = pq.ParquetFile(path, page_checksum_verification=True, read_dictionary=["op", "type"]).read(
+                    columns=["op", "type"])
             except (OSError, ValueError) as exc:
                 raise UnreadablePart(path, first_line(exc)) from exc
             for name, (op, kind, exact) in rules.items():
