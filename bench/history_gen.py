@@ -167,7 +167,9 @@ class History:
         self.extra: dict[str, list[dict[str, Any]]] = {}
         # (cluster, partition) -> None: no scan row; a dict (or a function of the row giving one): fields to change
         self.scan_edits: dict[tuple[int, int], Any] = {}
-        self.drivers = {f"p{i}": "produce" for i in range(PRODUCERS)} | {f"{c}-c{j}": "consume" for c in CLUSTERS for j in (0, 1)}
+        self.drivers = ({f"p{i}": "produce" for i in range(PRODUCERS)}
+                        | {f"{c}-c{j}": "consume" for c in CLUSTERS for j in (0, 1)}
+                        | {f"read-{c}": "read" for c in CLUSTERS})
         self.failed: dict[str, str] = {}
         self.finished = True
 
@@ -326,7 +328,7 @@ class History:
             {
                 "name": name,
                 "mode": mode,
-                "part": f"producer-{name}" if mode == "produce" else f"consumer-{name}",
+                "part": {"produce": f"producer-{name}", "consume": f"consumer-{name}"}.get(mode, name),
                 "exit_code": 1 if name in self.failed else 0,
                 "failed": name in self.failed,
                 "reason": self.failed.get(name),

@@ -470,11 +470,11 @@ def verify_history(
     """Run the PySpark verifier over one or several history folders judged as one (Spark is
     imported only here: it is slow to load)."""
     from pulsarlab.history import not_a_history
-    from pulsarlab.verify import Expectations, verify
+    from pulsarlab.verify.model import Expectations
 
-    missing = [str(d) for d in directories if not d.is_dir()]
-    if missing:
-        raise UsageError(f"no history folder {', '.join(missing)}")
+    for d in directories:
+        if not d.is_dir():
+            raise UsageError(not_a_history(d) or f"no history folder {d}")
     if expectations is not None and not expectations.is_file():
         raise UsageError(f"no expectations file {expectations}")
     try:
@@ -487,6 +487,8 @@ def verify_history(
     for d in directories:  # before Spark starts: a folder that is no history is a usage error
         if (problem := not_a_history(d)) is not None:
             raise UsageError(problem)
+    from pulsarlab.verify import verify  # only now: importing it loads PySpark
+
     return verify(
         directories, master=master, expect=expect, out=out, driver_memory=driver_memory, executor_python=executor_python,
         progress=progress,

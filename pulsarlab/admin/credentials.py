@@ -6,7 +6,6 @@ import datetime as dt
 import re
 from pathlib import Path
 
-from pulsarlab.admin.client import AdminError, admin_of
 from pulsarlab.deployment import Endpoints
 from pulsarlab.errors import StateError, UsageError
 
@@ -61,6 +60,8 @@ def grant(cluster: Endpoints, role: str, namespace: str, actions: str) -> list[s
     if namespace.count("/") != 1 or not all(namespace.split("/")):
         raise UsageError(f"namespace {namespace!r}: expected <tenant>/<namespace>")
     wanted = parse_actions(actions)
+    from pulsarlab.admin.client import AdminError, admin_of  # requests: loaded when a grant is made, not at the CLI's start
+
     admin = admin_of(cluster, cluster.topo.clusters[0].name)
     try:
         admin.grant(namespace, role, wanted)

@@ -12,7 +12,7 @@ from rich.table import Table
 from pulsarlab.cli import lazy
 from pulsarlab.cli.options import JsonOpt, StateDirOpt, out
 from pulsarlab.errors import CheckFailed, Inconclusive
-from pulsarlab.monitoring.targets import DEFAULT_PORT
+from pulsarlab.monitoring.ports import DEFAULT_PORT
 
 if TYPE_CHECKING:
     from pulsarlab import ops

@@ -17,7 +17,7 @@ from typing import Any, Final
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pulsarlab.history.schema import FAULTS_PART, PART_SUFFIX
+from pulsarlab.history.schema import FAULTS_PART, PART_SUFFIX, WRITE_OPTIONS
 
 FAULTS_FILE: Final = f"{FAULTS_PART}{PART_SUFFIX}"
 FAULT_SCHEMA: Final[pa.Schema] = pa.schema(
@@ -102,15 +102,18 @@ class FaultJournal:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             partial = self.path.with_name(f".{FAULTS_FILE}.tmp")
             table = pa.Table.from_pylist([asdict(r) for r in self.rows], schema=FAULT_SCHEMA)
-            pq.write_table(table, partial, compression="zstd")
+            pq.write_table(table, partial, **WRITE_OPTIONS)
             os.replace(partial, self.path)
 
 
 def read_faults(directory: str | os.PathLike[str]) -> list[FaultRow] | None:
     """The fault rows of a run directory in schedule order; None when it has no faults file
-    (a run without a schedule)."""
+    (a run without a schedule). A file that is not one of faults is a ``ValueError``."""
     path = Path(directory) / FAULTS_FILE
     if not path.is_file():
         return None
+    missing = [n for n in FAULT_SCHEMA.names if n != "effect_ts" and n not in pq.read_schema(path).names]
+    if missing:  # read with the schema, those would be nulls: no fault row at all
+        raise ValueError(f"not a faults file, no column(s) {', '.join(missing)}")
     table = pq.read_table(path, schema=FAULT_SCHEMA)
     return sorted((FaultRow.from_row(r) for r in table.to_pylist()), key=lambda r: (r.step, r.ts))

@@ -58,7 +58,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pulsarlab.history.schema import PART_SUFFIX, SCHEMA, conform
+from pulsarlab.history.schema import PART_SUFFIX, SCHEMA, WRITE_OPTIONS, conform
 
 EVENTS_SUFFIX: Final = ".events"
 STRINGS_SUFFIX: Final = ".strings"
@@ -124,6 +124,8 @@ def read_events(base: Path) -> pa.Table:
     events = Path(f"{base}{EVENTS_SUFFIX}")
     meta_path = Path(f"{base}{META_SUFFIX}")
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {"constants": {}}
+    if meta.get("record_size", RECORD.itemsize) != RECORD.itemsize:  # another layout: its bytes would be misread
+        raise ValueError(f"{meta_path} says records of {meta['record_size']} bytes, this version reads {RECORD.itemsize}")
     constants: dict[str, str | None] = meta.get("constants", {})
     data = events.read_bytes() if events.exists() else b""
     r = np.frombuffer(data, RECORD, count=len(data) // RECORD.itemsize)
@@ -196,7 +198,7 @@ def journal_to_parquet(base: Path) -> Path:
     if not Path(f"{base}{EVENTS_SUFFIX}").exists():  # converted already: never overwrite a part with nothing
         return target
     partial = base.with_name(f".{base.name}.parquet.tmp")
-    pq.write_table(read_events(base), partial, compression="zstd")
+    pq.write_table(read_events(base), partial, **WRITE_OPTIONS)
     os.replace(partial, target)
     for suffix in (EVENTS_SUFFIX, STRINGS_SUFFIX, META_SUFFIX):
         Path(f"{base}{suffix}").unlink(missing_ok=True)

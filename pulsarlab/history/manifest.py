@@ -64,6 +64,39 @@ class Manifest:
         return target
 
 
+MODES = ("produce", "consume", "read")
+_FIELDS: dict[str, type] = {"run": str, "topic": str, "partitions": int, "finished": bool, "drivers": list}
+_DRIVER_FIELDS: dict[str, type] = {"name": str, "mode": str, "part": str}
+
+
+def manifest_problems(data: object) -> list[str]:
+    """How a manifest read from JSON differs from the format written here: a format this version
+    does not know, a field missing or of another type, a driver's counts that are not numbers.
+    Empty when it can be believed."""
+    if not isinstance(data, dict):
+        return [f"a JSON {type(data).__name__}, not an object"]
+    if data.get("format") != FORMAT:
+        return [f"format {data.get('format')!r}, this version reads format {FORMAT}"]
+    problems = [f"{name!r} is {type(data[name]).__name__}, not {kind.__name__}"
+                for name, kind in _FIELDS.items() if name in data and not _is(data[name], kind)]
+    problems += [f"no {name!r}" for name in ("run", "drivers") if name not in data]
+    drivers = data.get("drivers")
+    for i, d in enumerate(drivers if isinstance(drivers, list) else []):
+        if not isinstance(d, dict) or any(not _is(d.get(k), t) for k, t in _DRIVER_FIELDS.items()):
+            problems.append(f"driver {i} lacks a name, mode or part")
+        elif d["mode"] not in MODES:
+            problems.append(f"driver {d['name']} has mode {d['mode']!r}, not one of {', '.join(MODES)}")
+        elif d.get("counts") is not None and not (
+            isinstance(d["counts"], dict) and all(_is(v, int) and v >= 0 for v in d["counts"].values())
+        ):
+            problems.append(f"driver {d['name']} has counts that are not whole numbers: {d['counts']!r}")
+    return problems
+
+
+def _is(value: object, kind: type) -> bool:
+    return isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+
+
 def read_manifest(directory: Path) -> Manifest | None:
     """The manifest of a run directory, or None when it has none."""
     path = directory / MANIFEST

@@ -40,10 +40,14 @@ SCHEMA: Final[pa.Schema] = pa.schema(
 """The one schema every event kind shares; columns an event does not use are null."""
 
 COLUMNS: Final[tuple[str, ...]] = tuple(SCHEMA.names)
+REQUIRED_COLUMNS: Final = ("op", "ts")  # older histories may lack later columns (null then), never these
 OPS: Final[frozenset[str]] = frozenset({"send", "receive", "ack", "nack", "read", "subscribe", "scan"})
 SEND_TYPES: Final[frozenset[str]] = frozenset({"invoke", "ok", "fail", "info"})
 ACK_TYPES: Final[frozenset[str]] = frozenset({"ok", "fail"})  # null on an ack: ok (histories before outcomes were recorded)
 PART_SUFFIX: Final = ".parquet"
+WRITE_OPTIONS: Final[dict[str, Any]] = {"compression": "zstd", "write_page_checksum": True}
+"""How every Parquet file of a history is written: with a CRC per page, a reader that verifies them
+(the verifier does) tells a damaged page from data instead of reading wrong values."""
 
 
 def conform(table: pa.Table) -> pa.Table:
@@ -74,5 +78,5 @@ def write_table(directory: str | os.PathLike[str], part_name: str, rows: Iterabl
     directory.mkdir(parents=True, exist_ok=True)
     table = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(list(rows), schema=SCHEMA)
     target = directory / f"{part_name}{PART_SUFFIX}"
-    pq.write_table(conform(table), target, compression="zstd")
+    pq.write_table(conform(table), target, **WRITE_OPTIONS)
     return target

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from pulsarlab.history.schema import ACK_TYPES, COLUMNS, OPS, PART_SUFFIX, SCHEMA, SEND_TYPES
+from pulsarlab.history.schema import ACK_TYPES, COLUMNS, OPS, PART_SUFFIX, SCHEMA, SEND_TYPES, WRITE_OPTIONS
 
 JOURNAL_SUFFIX: Final = ".arrows"
 
@@ -168,7 +168,7 @@ def read_journal(path: str | os.PathLike[str]) -> pa.Table:
 def journal_to_parquet_arrows(journal: Path) -> Path:
     target = journal.with_suffix(PART_SUFFIX)
     partial = journal.with_name(f".{journal.stem}.parquet.tmp")
-    pq.write_table(read_journal(journal), partial, compression="zstd")
+    pq.write_table(read_journal(journal), partial, **WRITE_OPTIONS)
     os.replace(partial, target)
     journal.unlink()
     return target

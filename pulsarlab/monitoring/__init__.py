@@ -2,5 +2,5 @@
 Grafana provisioning (a datasource and dashboards) for it. The scrape targets come from the
 topology alone, so any runtime that binds the topology's addresses is covered.
 Nothing is imported here: the modules are :mod:`~pulsarlab.monitoring.prometheus`,
-:mod:`~pulsarlab.monitoring.targets`, :mod:`~pulsarlab.monitoring.service` and
-:mod:`~pulsarlab.monitoring.grafana`."""
+:mod:`~pulsarlab.monitoring.targets`, :mod:`~pulsarlab.monitoring.service`,
+:mod:`~pulsarlab.monitoring.grafana` and :mod:`~pulsarlab.monitoring.ports`."""

@@ -22,7 +22,8 @@ import requests
 
 from pulsarlab import settings
 from pulsarlab.errors import PulsarlabError, UsageError
-from pulsarlab.monitoring.targets import DEFAULT_PORT, scrape_targets
+from pulsarlab.monitoring.ports import DEFAULT_PORT
+from pulsarlab.monitoring.targets import scrape_targets
 from pulsarlab.render import template_env
 from pulsarlab.runtime.state import ProcessRecord
 from pulsarlab.runtime.waits import wait_for

@@ -6,8 +6,6 @@ from dataclasses import dataclass
 
 from pulsarlab.topology import Role, Topology
 
-DEFAULT_PORT = 9090  # Prometheus's own port, on the lab's monitoring address
-
 # where each role serves its Prometheus text page (port kind in the topology, path)
 METRICS_ENDPOINT = {
     Role.ZOOKEEPER: ("metrics", "/metrics"),

@@ -21,7 +21,7 @@ from pulsarlab.errors import TopologyError, UsageError, yaml_problem
 from pulsarlab.topology import Topology, parse
 from pulsarlab.topology import load as load_topology
 from pulsarlab.topology.model import name_problem
-from pulsarlab.verify.model import CHECKS, INFORMATIONAL, Expectations
+from pulsarlab.verify.model import CHECKS, INFORMATIONAL, Expectations, unknown_names
 from pulsarlab.workload.run import WorkloadConfig
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
@@ -309,9 +309,8 @@ def _check_steps(sc: Scenario, topo: Topology, source: str) -> None:
 
 
 def _check_expect(sc: Scenario, topo: Topology, source: str) -> None:
-    for c in [*sc.expect.expect_failure, *[c for v in sc.expect.checks.values() for c in v]]:
-        if c not in CHECKS:
-            raise ScenarioError(source, "expect", f"unknown check {c!r} (checks: {', '.join(CHECKS)})")
+    if typo := unknown_names([*sc.expect.expect_failure, *[c for v in sc.expect.checks.values() for c in v]], CHECKS):
+        raise ScenarioError(source, "expect", f"unknown check(s): {typo} (checks: {', '.join(CHECKS)})")
     clusters = {c.name for c in topo.clusters}
     for c, where in sc.expect.allow_on.items():
         if c not in PER_CLUSTER_CHECKS:

@@ -2,34 +2,53 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import yaml
+if TYPE_CHECKING:
+    from pulsarlab.topology.ids import bookie_id, broker_id, id_address
+    from pulsarlab.topology.model import (
+        Cluster,
+        IsolationPolicy,
+        Namespace,
+        Node,
+        Persistence,
+        Role,
+        Security,
+        Tenant,
+        Topology,
+        namespace_clusters,
+        parse,
+        validate,
+    )
+    from pulsarlab.topology.topics import (
+        cluster_namespace,
+        home_cluster,
+        namespace_of,
+        topic_cluster,
+        topic_clusters,
+        topic_namespace,
+    )
 
-from pulsarlab.errors import TopologyError, yaml_problem
-from pulsarlab.topology.ids import bookie_id, broker_id, id_address
-from pulsarlab.topology.model import (
-    Cluster,
-    IsolationPolicy,
-    Namespace,
-    Node,
-    Persistence,
-    Role,
-    Security,
-    Tenant,
-    Topology,
-    namespace_clusters,
-    parse,
-    validate,
-)
-from pulsarlab.topology.topics import (
-    cluster_namespace,
-    home_cluster,
-    namespace_of,
-    topic_cluster,
-    topic_clusters,
-    topic_namespace,
-)
+# the model (pydantic) loads when one of its names is first used: the CLI's start and its help
+# need the built-in names only
+_FROM = {
+    **dict.fromkeys(("bookie_id", "broker_id", "id_address"), "ids"),
+    **dict.fromkeys(("Cluster", "IsolationPolicy", "Namespace", "Node", "Persistence", "Role", "Security", "Tenant",
+                     "Topology", "namespace_clusters", "parse", "validate"), "model"),
+    **dict.fromkeys(("cluster_namespace", "home_cluster", "namespace_of", "topic_cluster", "topic_clusters",
+                     "topic_namespace"), "topics"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _FROM:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_FROM[name]}"), name)
+    globals()[name] = value
+    return value
+
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 LOCALHOST = "127.0.0.1"
@@ -66,6 +85,11 @@ __all__ = [
 
 def load(ref: str, loopback: bool = True) -> Topology:
     """Load a topology by built-in name or from a YAML file path (``loopback``: see :func:`parse`)."""
+    import yaml
+
+    from pulsarlab.errors import TopologyError, yaml_problem
+    from pulsarlab.topology.model import parse
+
     if ref in BUILTINS:
         path = BUILTIN_DIR / f"{ref}.yaml"
     else:
@@ -91,6 +115,9 @@ def bound_to(topo: Topology, address: str) -> Topology:
     standalone`` answers, so client test suites written against standalone find it. Only a
     topology with one broker can be bound (two brokers cannot share an address and ports); the
     address must be a loopback one, like every node's."""
+    from pulsarlab.errors import TopologyError
+    from pulsarlab.topology.model import Role, validate
+
     brokers = topo.nodes_of(Role.BROKER)
     if len(brokers) != 1:
         raise TopologyError("nodes", f"--bind puts the one broker of a topology on an address; {topo.name!r} has "

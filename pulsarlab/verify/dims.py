@@ -17,6 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pulsarlab.verify.parts import UnreadablePart, first_line
+
 PARTITION_SUFFIX = r"-partition-[0-9]+$"
 MAX_CLUSTERS = 62
 DIM_COLUMNS = ("op", "producer", "cluster", "topic", "subscription", "consumer")
@@ -124,17 +126,20 @@ def read_dims(paths: list[Path], max_clusters: int = MAX_CLUSTERS) -> Dims:
     files: dict[frozenset[str], list[str]] = {}
     lows, highs = [], []
     for path in paths:
-        names = pq.read_schema(path).names
-        present = [c for c in DIM_COLUMNS if c in names]
-        pf = pq.ParquetFile(path, read_dictionary=present)
-        ops: set[str] = set()
-        for rg in range(pf.metadata.num_row_groups):
-            found = _combos(pf.read_row_group(rg, columns=present))
-            combos.update(found)
-            ops.update(str(r[0]) for r in found)
+        try:
+            names = pq.read_schema(path).names
+            present = [c for c in DIM_COLUMNS if c in names]
+            pf = pq.ParquetFile(path, read_dictionary=present, page_checksum_verification=True)
+            ops: set[str] = set()
+            for rg in range(pf.metadata.num_row_groups):
+                found = _combos(pf.read_row_group(rg, columns=present))
+                combos.update(found)
+                ops.update(str(r[0]) for r in found)
+            seqs = column_range(pf, path, "seq")
+        except (OSError, ValueError) as exc:  # a damaged page: the caller judges again without the file
+            raise UnreadablePart(path, first_line(exc)) from exc
         if ops:
             files.setdefault(frozenset(ops), []).append(str(path))
-        seqs = column_range(pf, path, "seq")
         if seqs is not None:
             lows.append(seqs[0])
             highs.append(seqs[1])

@@ -44,6 +44,7 @@ CID_SHIFT, SID_SHIFT, CONSUMER_SHIFT = 4, 10, 32
 SID_MASK = (1 << (CONSUMER_SHIFT - SID_SHIFT)) - 1
 BATCH_ROWS = 1 << 18  # rows encoded (and handed to Spark) at a time
 NULL_HASH = 42  # the hash of a null string (as Spark's xxhash64 of null: its seed)
+UNREADABLE = "pulsarlab: cannot read history part "  # starts the error of a map task that could not read a part
 _PARTITION = re.compile(r"-partition-([0-9]{1,9})$")
 _M0, _M1, _M2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
 
@@ -253,9 +254,16 @@ def read_units(units: list[Unit], ctx: Context, ids: Iterator[pa.RecordBatch]) -
     for ids_batch in ids:
         for i in ids_batch.column(0).to_pylist():
             unit = units[i]
-            pf = pq.ParquetFile(unit.path, read_dictionary=[c for c in unit.columns if c in _DICTIONARY])
+            pf = None
             for rg in unit.row_groups:
-                table = pf.read_row_group(rg, columns=list(unit.columns), use_threads=False)
+                try:  # page checksums verified: a damaged page is an error here, not wrong values
+                    if pf is None:
+                        pf = pq.ParquetFile(unit.path, read_dictionary=[c for c in unit.columns if c in _DICTIONARY],
+                                            page_checksum_verification=True)
+                    table = pf.read_row_group(rg, columns=list(unit.columns), use_threads=False)
+                except (OSError, ValueError) as exc:  # the driver finds the part named in this text
+                    why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                    raise OSError(f"{UNREADABLE}{unit.path} (row group {rg}: {why})") from exc
                 for batch in table.to_batches(max_chunksize=BATCH_ROWS):
                     yield encode(batch, ctx, unit.op)
 

@@ -18,12 +18,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pulsarlab.history.manifest import MANIFEST
-from pulsarlab.history.schema import PART_SUFFIX, SCHEMA
+from pulsarlab.history.manifest import MANIFEST, manifest_problems
+from pulsarlab.history.schema import PART_SUFFIX, part_files
 from pulsarlab.verify.dims import Dims, base_topic
+from pulsarlab.verify.parts import UnreadablePart, first_line
 
 SCAN_COLUMNS = ("op", "cluster", "topic", "read_index", "message_id", "end_message_id", "error")
-REQUIRED_COLUMNS = ("op", "ts")  # older histories may lack later columns (null then), never these
 # a driver's own final counts (``_run.json``) -> the (op, type) rows of its part they account for.
 # The driver journals each event before it counts it. Invokes, receipts and reads happen in its
 # own loops, before its journal closes: their rows must equal the counts. A send's outcome comes
@@ -57,6 +57,7 @@ class Scan:
     error: str | None
     file: str = ""
     rows: int | None = None  # the ``read`` rows of this cluster and partition in the same file
+    last_read: str | None = None  # the message id of the last of them
 
     @property
     def problem(self) -> str | None:
@@ -88,98 +89,109 @@ class Evidence:
 
 def read_scans(paths: list[str]) -> list[Scan]:
     """Every ``scan`` row of the given part files (the files that hold reads are few and scan rows
-    fewer), each with the number of ``read`` rows its file holds for the same cluster and partition."""
+    fewer), each with the number of ``read`` rows its file holds for the same cluster and partition
+    and the message id of the last of them (by ``read_index``)."""
     out = []
     for path in paths:
-        names = set(pq.read_schema(path).names)
-        table = pq.read_table(path, columns=[c for c in SCAN_COLUMNS if c in names])
-        reads = table.filter(pc.equal(table.column("op"), "read")).select(["cluster", "topic"])
-        counted = reads.group_by(["cluster", "topic"]).aggregate([("cluster", "count", pc.CountOptions("all"))])
-        rows = {(r["cluster"] or "", r["topic"] or ""): r["cluster_count"] for r in counted.to_pylist()}
+        try:
+            names = set(pq.read_schema(path).names)
+            table = pq.ParquetFile(path, page_checksum_verification=True, read_dictionary=["op", "cluster", "topic"]).read(
+                columns=[c for c in SCAN_COLUMNS if c in names])
+        except (OSError, ValueError) as exc:
+            raise UnreadablePart(path, first_line(exc)) from exc
+        reads = table.filter(pc.equal(table.column("op"), "read"))
+        rows, last = _reads_per_partition(reads)
         table = table.filter(pc.equal(table.column("op"), "scan"))
         for r in table.to_pylist():
             cluster, topic = r.get("cluster") or "", r.get("topic") or ""
             out.append(Scan(cluster, topic, r.get("read_index") or 0, r.get("message_id"), r.get("end_message_id"),
-                            r.get("error"), file=str(path), rows=rows.get((cluster, topic), 0)))
+                            r.get("error"), file=str(path), rows=rows.get((cluster, topic), 0),
+                            last_read=last.get((cluster, topic))))
     return out
+
+
+def _reads_per_partition(reads: pa.Table) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], str | None]]:
+    """Per (cluster, partition): how many read rows, and the message id of the one read last."""
+    keys = ["cluster", "topic"]
+    counted = reads.select(keys).group_by(keys).aggregate([("cluster", "count", pc.CountOptions("all"))])
+    rows = {(r["cluster"] or "", r["topic"] or ""): r["cluster_count"] for r in counted.to_pylist()}
+    last: dict[tuple[str, str], str | None] = {}
+    if {"read_index", "message_id"} <= set(reads.column_names):
+        top = reads.group_by(keys).aggregate([("read_index", "max")])
+        for r in top.to_pylist():
+            key = (r["cluster"] or "", r["topic"] or "")
+            mine = reads.filter(pc.and_(_is(reads, "cluster", r["cluster"]), _is(reads, "topic", r["topic"])))
+            at = mine.filter(_is(mine, "read_index", r["read_index_max"])).column("message_id")
+            last[key] = at[len(at) - 1].as_py() if len(at) else None
+    return rows, last
+
+
+def _is(table: pa.Table, column: str, value: object) -> pa.ChunkedArray:
+    col = table.column(column)
+    return pc.is_null(col) if value is None else pc.fill_null(pc.equal(col, value), False)
 
 
 def contradictions(scans: list[Scan]) -> list[str]:
     """A file whose ``scan`` rows say more (or fewer) messages were read than the ``read`` rows it
-    holds contradicts itself (cut short by a full disk, a killed copy): one line per partition."""
-    said: dict[tuple[str, str, str], int] = {}
+    holds, or that the last one read was another than its last read row, contradicts itself (cut
+    short by a full disk, a killed copy, rows of another file): one line per partition."""
+    said: dict[tuple[str, str, str], list[Scan]] = {}
     held: dict[tuple[str, str, str], int] = {}
     for s in scans:
         if s.rows is None:
             continue
         key = (s.file, s.cluster, s.topic)
-        said[key] = said.get(key, 0) + s.read
+        said.setdefault(key, []).append(s)
         held[key] = s.rows
     out = []
-    for (file, cluster, topic), n in sorted(said.items()):
-        if n != held[(file, cluster, topic)]:
-            out.append(f"{file}: its scan of {topic} on cluster {cluster or '?'} says {n} message(s) were read, "
-                       f"but the file holds {held[(file, cluster, topic)]} read row(s) for it")
+    for (file, cluster, topic), mine in sorted(said.items()):
+        n, rows = sum(s.read for s in mine), held[(file, cluster, topic)]
+        where = f"{file}: its scan of {topic} on cluster {cluster or '?'} says"
+        if n != rows:
+            out.append(f"{where} {n} message(s) were read, but the file holds {rows} read row(s) for it")
+        elif len(mine) == 1 and rows and message_position(mine[0].last) != message_position(mine[0].last_read):
+            out.append(f"{where} the last message read was {mine[0].last}, but its last read row (by read_index) "
+                       f"is {mine[0].last_read}")
     return out
-
-
-def schema_problems(schema: pa.Schema) -> list[str]:
-    """How a part's columns differ from the history's one schema: a column the verifier does not
-    know, one of another type, a required one missing. Later columns an older part lacks are fine."""
-    known = {f.name: f.type for f in SCHEMA}
-    problems = [f"no column {name!r}" for name in REQUIRED_COLUMNS if name not in schema.names]
-    for f in schema:
-        if f.name not in known:
-            problems.append(f"unknown column {f.name!r}")
-        elif f.type != known[f.name]:
-            problems.append(f"column {f.name!r} is {f.type}, not {known[f.name]}")
-    return problems
-
-
-def readable_parts(paths: list[Path]) -> tuple[list[Path], list[str]]:
-    """The part files whose Parquet footer can be read and whose schema is the history's, and a
-    reason for each other one (a file cut short, not Parquet at all, or of a schema the verifier
-    does not know): judged without it, or on columns misread, a verdict could only guess."""
-    good, reasons = [], []
-    for path in paths:
-        try:
-            schema = pq.read_schema(path)
-        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
-            reasons.append(f"history part {path} cannot be read ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}):"
-                           " truncated or not Parquet; the verdict leaves it out")
-            continue
-        if problems := schema_problems(schema):
-            reasons.append(f"history part {path} has a schema the verifier does not know ({'; '.join(problems)});"
-                           " the verdict leaves it out")
-        else:
-            good.append(path)
-    return good, reasons
 
 
 def driver_contradictions(manifests: list[dict[str, Any]], readable: set[Path]) -> list[str]:
     """A driver's own final counts (``counts`` in ``_run.json``: what it sent, saw acknowledged,
     received, read back) against the rows its part holds (see :data:`COUNTED_ROWS`): a part cut
     short (a full disk, a copy killed half-way) or missing says less than its driver did, one that
-    holds more was written by something else. One line per difference."""
+    holds more was written by something else. And the parts of a run's folder against the drivers
+    its manifest lists: a part no driver wrote is another run's. One line per difference."""
     out = []
     for m in manifests:
         if "_unreadable" in m:
             continue
         directory, run = Path(m["_path"]).parent, str(m.get("run") or m["_path"])
-        for d in m.get("drivers", []):
+        drivers = m.get("drivers", [])
+        listed = {str(d.get("part")) for d in drivers}
+        for path in part_files(directory) if drivers else []:
+            if path.stem not in listed:
+                out.append(f"history part {path} was written by no driver of run {run} (its {MANIFEST} lists "
+                           f"{', '.join(sorted(listed))})")
+        for d in drivers:
             counts, rules = d.get("counts"), COUNTED_ROWS.get(str(d.get("mode")), {})
-            if not counts or d.get("failed") or not rules:
+            if d.get("failed") or not rules:
                 continue
             who = f"run {run}: driver {d.get('name')} ({d.get('mode')})"
             path = directory / f"{d.get('part')}{PART_SUFFIX}"
             if not path.exists():
-                said = {k: counts.get(k, 0) for k in rules if counts.get(k, 0)}
+                said = {k: counts.get(k, 0) for k in rules if counts.get(k, 0)} if counts else {}
                 if said:
                     out.append(f"{who} counted {_listed(said)}, but left no history part {path.name}")
+                elif counts is None and d.get("exit_code") == 0:
+                    out.append(f"{who} exited 0, but left no history part {path.name}")
                 continue
-            if path not in readable:
-                continue  # named already: unreadable or of an unknown schema
-            table = pq.read_table(path, columns=["op", "type"])
+            if not counts or path not in readable:
+                continue  # not known, or named already: unreadable or of an unknown schema
+            try:
+                table = pq.ParquetFile(path, page_checksum_verification=True, read_dictionary=["op", "type"]).read(
+                    columns=["op", "type"])
+            except (OSError, ValueError) as exc:
+                raise UnreadablePart(path, first_line(exc)) from exc
             for name, (op, kind, exact) in rules.items():
                 rows = pc.equal(table.column("op"), op)
                 if kind is not None:
@@ -196,15 +208,19 @@ def _listed(counts: dict[str, int]) -> str:
 
 
 def read_manifests(directories: list[Path]) -> list[dict[str, Any]]:
-    """The ``_run.json`` of each directory that has one."""
+    """The ``_run.json`` of each directory that has one; one that cannot be read or is not of the
+    format written by ``workload run`` carries why (``_unreadable``)."""
     found = []
     for d in directories:
         path = d / MANIFEST
         if path.exists():
             try:
-                found.append({**json.loads(path.read_text()), "_path": str(path)})
+                data = json.loads(path.read_text())
             except (OSError, ValueError) as exc:
-                found.append({"_path": str(path), "_unreadable": str(exc)})
+                found.append({"_path": str(path), "_unreadable": first_line(exc)})
+                continue
+            problems = manifest_problems(data)
+            found.append({"_path": str(path), "_unreadable": "; ".join(problems)} if problems else {**data, "_path": str(path)})
     return found
 
 
@@ -233,6 +249,7 @@ def judge(dims: Dims, scans: list[Scan], manifests: list[dict[str, Any]]) -> Evi
     for m in manifests:
         if "_unreadable" in m:
             ev.reasons.append(f"run manifest {m['_path']} cannot be read: {m['_unreadable']}")
+            ev.contradicted = True  # which drivers ran, and how they ended, is not known
             continue
         run = str(m.get("run") or m["_path"])
         ev.runs.append(run)
@@ -245,7 +262,7 @@ def judge(dims: Dims, scans: list[Scan], manifests: list[dict[str, Any]]) -> Evi
                 ev.producer_failed = ev.producer_failed or d.get("mode") == "produce"
     scans_disagree = contradictions(scans)
     ev.reasons += scans_disagree
-    ev.contradicted = bool(scans_disagree)
+    ev.contradicted = ev.contradicted or bool(scans_disagree)
     sent = {scope for scopes in dims.scopes.values() for scope in scopes}
     sent_topics = {topic for _, topic in sent}
     replicas = {(c, t) for t, clusters in replication_targets(manifests).items() if t in sent_topics for c in clusters}

@@ -38,24 +38,18 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pulsarlab.history import SCHEMA, part_files, recover_journals
-from pulsarlab.history.faults import APPLIED, FAULTS_FILE, HEALED, read_faults
+from pulsarlab.history import SCHEMA
 from pulsarlab.history.manifest import VERDICT_FILE
 from pulsarlab.progress import NO_PROGRESS, Reporter
 from pulsarlab.verify import aggregate, checks, exchange, merge, plan
 from pulsarlab.verify import events as ev
-from pulsarlab.verify.dims import MAX_CLUSTERS, base_topic, column_range, read_dims
+from pulsarlab.verify.dims import MAX_CLUSTERS, base_topic, column_range
 from pulsarlab.verify.events import NO_SEQ, Context, Unit
-from pulsarlab.verify.evidence import (
-    driver_contradictions,
-    judge,
-    read_manifests,
-    read_scans,
-    readable_parts,
-    replication_targets,
-)
+from pulsarlab.verify.evidence import replication_targets
 from pulsarlab.verify.model import CHECKS, MAX_EXAMPLES, Check, Expectations, Verdict
+from pulsarlab.verify.parts import unreadable_in
 from pulsarlab.verify.plan import BY_CLUSTER_SEP, Example, Plan, add_found
+from pulsarlab.verify.reconcile import Reconciled, reconcile
 from pulsarlab.verify.session import SPARK_LOG_NAME, spark_session
 
 __all__ = ["MAX_CLUSTERS", "SPARK_SCHEMA", "VERDICT_FILE", "base_topic", "verify"]
@@ -103,16 +97,24 @@ def verify(
     for d in dirs:
         if not d.is_dir():
             raise FileNotFoundError(f"no history directory: {d}")
-        recover_journals(d)
     target = Path(out) if out is not None else (dirs[0] / VERDICT_FILE if len(dirs) == 1 else None)
     log = (target.parent if target is not None else dirs[0]) / SPARK_LOG_NAME
+    with progress.step("dims", "cross-checking the history's files", "reading", "read"):
+        history = reconcile(dirs)
     with progress.step("spark", f"Spark ({master or 'local[*]'}), its log in {log}", "starting", "ready"):
         spark = spark_session(master, driver_memory=driver_memory, executor_python=executor_python, log_file=log)
-    with progress.step("dims", "reading the history's dimensions", "reading", "read"):
-        job = _Job(spark, dirs, expect or Expectations())
-    with progress.step("checks", f"checking {len(job.paths)} history part(s) of {len(job.d.producers)} producer(s)",
-                       "running", "checked"):
-        verdict = job.run()
+    while True:
+        job = _Job(spark, dirs, expect or Expectations(), history)
+        with progress.step("checks", f"checking {len(job.paths)} history part(s) of {len(job.d.producers)} producer(s)",
+                           "running", "checked"):
+            try:
+                verdict = job.run()
+                break
+            except Exception as exc:  # a map task could not read a part: judged again without it
+                part = unreadable_in(exc)
+                if part is None or part.path in history.left_out:
+                    raise
+            history = reconcile(dirs, {**history.left_out, part.path: part.why})
     verdict.seconds = time.monotonic() - started
     if target is not None:
         verdict.write(target)
@@ -120,36 +122,12 @@ def verify(
 
 
 class _Job:
-    def __init__(self, spark: SparkSession, directories: list[Path], expect: Expectations) -> None:
+    def __init__(self, spark: SparkSession, directories: list[Path], expect: Expectations, history: Reconciled) -> None:
         self.spark = spark
         self.directories = directories
         self.expect = expect
-        self.notes: list[str] = []
-        self.paths, unreadable = readable_parts(sorted(p for d in directories for p in part_files(d)))
-        self.d = read_dims(self.paths)
-        scans = read_scans([p for ops, paths in self.d.files.items() if "scan" in ops for p in paths])
-        self.manifests = read_manifests(directories)
-        self.evidence = judge(self.d, scans, self.manifests)
-        self.evidence.reasons[:0] = unreadable
-        disagree = driver_contradictions(self.manifests, set(self.paths))
-        self.evidence.reasons += disagree
-        self.evidence.contradicted = self.evidence.contradicted or bool(unreadable or disagree)
-        if not self.paths:
-            self.evidence.reasons.insert(0, "empty history: no Parquet parts in " + ", ".join(map(str, directories)))
-        elif not self.d.producers:
-            self.evidence.reasons.insert(0, "no message was sent in these histories: nothing to judge")
-        faults = [f for d in directories for f in read_faults(d) or []]
-        if faults:  # evidence of what the run went through, counted beside the events
-            failed = sum(not f.ok for f in faults)
-            self.notes.append(f"{len(faults)} fault(s) in the history ({FAULTS_FILE}): "
-                              f"{sum(f.phase == APPLIED for f in faults)} applied, {sum(f.phase == HEALED for f in faults)} "
-                              f"healed" + (f", {failed} failed" if failed else ""))
-        if self.d.foreign:
-            shown = ", ".join(self.d.foreign[:5]) + (", ..." if len(self.d.foreign) > 5 else "")
-            self.notes.append(
-                f"{len(self.d.foreign)} producer(s) sent nothing in these histories; their messages (another run's) are"
-                f" left out: {shown}"
-            )
+        self.paths, self.d, self.manifests = history.paths, history.dims, history.manifests
+        self.evidence, self.notes = history.evidence, history.notes
         lo_hi = self.d.seq_range
         self.one_key = lo_hi is None or (lo_hi[0] >= 0 and lo_hi[1] < NO_SEQ)  # else group by (pidx, seq)
         total = sum(p.stat().st_size for p in self.paths)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -49,6 +50,17 @@ EXIT_CODES: Final[dict[str, int]] = {PASS: 0, FAIL: CheckFailed.exit_code, INCON
 """``pulsarlab verify`` exit codes per status (2 is a usage error)."""
 
 
+def unknown_names(names: Iterable[str], known: Iterable[str]) -> str | None:
+    """The names that are not among ``known``, each with the nearest known ones (a typo is an
+    error that says what was meant, never a silent allowance); None when every name is known."""
+    known = list(known)
+    out = []
+    for name in sorted(set(names) - set(known)):
+        near = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        out.append(f"{name} (did you mean {' or '.join(near)}?)" if near else name)
+    return ", ".join(out) or None
+
+
 @dataclass(frozen=True)
 class Expectations:
     """Which checks must come out at zero for the run to pass."""
@@ -56,9 +68,8 @@ class Expectations:
     forbidden: frozenset[str] = DEFAULT_FORBIDDEN
 
     def __post_init__(self) -> None:
-        unknown = set(self.forbidden) - set(CHECKS)
-        if unknown:
-            raise ValueError(f"unknown checks in expectations: {sorted(unknown)}; known: {list(CHECKS)}")
+        if unknown := unknown_names(self.forbidden, CHECKS):
+            raise ValueError(f"unknown check(s) in expectations: {unknown}; known: {', '.join(CHECKS)}")
         if self.forbidden & INFORMATIONAL:
             raise ValueError(f"informational checks cannot be forbidden: {sorted(self.forbidden & INFORMATIONAL)}")
 
@@ -71,16 +82,14 @@ class Expectations:
 
         ``forbid_only: [...]`` replaces the default set instead.
         """
-        unknown_keys = set(data) - {"forbid", "allow", "forbid_only"}
-        if unknown_keys:
-            raise ValueError(f"unknown expectation keys: {sorted(unknown_keys)}")
+        if unknown_keys := unknown_names(data, ("forbid", "allow", "forbid_only")):
+            raise ValueError(f"unknown expectation key(s): {unknown_keys}; known: forbid, allow, forbid_only")
         for key in ("forbid", "allow", "forbid_only"):  # a misspelt name is an error, never a silent allowance
             names = data.get(key, [])
             if not isinstance(names, list | tuple | set | frozenset) or not all(isinstance(n, str) for n in names):
                 raise ValueError(f"{key} must be a list of check names, not {names!r}")
-            unknown = sorted(set(names) - set(CHECKS))
-            if unknown:
-                raise ValueError(f"unknown check(s) in {key}: {', '.join(unknown)}; known: {', '.join(CHECKS)}")
+            if unknown := unknown_names(names, CHECKS):
+                raise ValueError(f"unknown check(s) in {key}: {unknown}; known: {', '.join(CHECKS)}")
         base = set(data["forbid_only"]) if "forbid_only" in data else set(DEFAULT_FORBIDDEN)
         forbidden = (base | set(data.get("forbid", ()))) - set(data.get("allow", ()))
         return cls(frozenset(forbidden))

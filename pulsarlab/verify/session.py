@@ -113,6 +113,7 @@ def spark_session(
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.hadoop.parquet.page.verify-checksum.enabled", "true")  # a damaged page is an error, not data
         # log4j from the first line at warn (into the log file, see _stderr_into)
         .config("spark.driver.extraJavaOptions", "-Dlog4j2.rootLogger.level=warn -Dlog4j.rootLevel=warn")
     )

@@ -7,7 +7,8 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("pyarrow", "pandas", "pyspark", "numpy", "python_on_whales", "jwt", "cryptography", "kazoo")
+HEAVY = ("pyarrow", "pandas", "pyspark", "numpy", "plotly", "python_on_whales", "jwt", "cryptography", "kazoo",
+         "pydantic", "requests")  # the last two: the topology model and the admin client, loaded by commands that use them
 
 
 def loaded_after(code: str) -> list[str]:
@@ -15,6 +16,10 @@ def loaded_after(code: str) -> list[str]:
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_importing_the_cli_loads_nothing_heavy() -> None:
+    assert loaded_after("import pulsarlab.cli") == []
 
 
 def test_help_loads_nothing_heavy() -> None:

@@ -76,8 +76,9 @@ def test_a_valid_scenario_gives_its_faults_workload_and_expectations() -> None:
     ("schedule.2", {"at": 10}, "schedule[2]", "either 'fault: ACTION ARGS' or 'wait: CONDITION ARGS'"),
     ("schedule.0", {"fault": "kill bk1-eu"}, "schedule[0]", "a fault needs 'at'"),
     ("expect.rpo", -1, "expect.rpo", "greater than or equal to 0"),
-    ("expect.expect_failure", ["vanished"], "expect", "unknown check 'vanished'"),
-    ("expect.checks", {"allow": ["lost"], "permit": ["unexpected"]}, "expect.checks", "unknown expectation keys"),
+    ("expect.expect_failure", ["vanished"], "expect", "unknown check(s): vanished"),
+    ("expect.expect_failure", ["lsot"], "expect", "unknown check(s): lsot (did you mean lost?)"),
+    ("expect.checks", {"allow": ["lost"], "permit": ["unexpected"]}, "expect.checks", "unknown expectation key(s): permit"),
     ("topology", "nowhere", "topology", "neither a built-in"),
 ])
 def test_invalid_scenario_names_the_field(path: str, value, field: str, words: str) -> None:

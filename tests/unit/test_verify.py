@@ -343,9 +343,13 @@ def test_route_values_land_in_the_partition_they_stand_for(spark) -> None:
 
 # -- evidence: never "pass" when part of it is missing ------------------------------------------
 def manifest(directory: Path, run_id: str = "rA", finished: bool = True, failed: dict[str, str] | None = None) -> None:
-    """A ``_run.json`` like ``workload run`` writes; ``failed`` maps driver name to mode for failed ones."""
-    drivers = [{"name": n, "mode": mode, "part": n, "exit_code": -9, "failed": True, "reason": "killed by signal 9"}
-               for n, mode in (failed or {}).items()]
+    """A ``_run.json`` like ``workload run`` writes: a driver per part of ``directory`` (these
+    record no counts, as older manifests), and ``failed`` maps the name of a failed one to its mode."""
+    modes = {"producer": "produce", "consumer": "consume", "read": "read"}
+    drivers = [{"name": p.stem, "mode": modes[p.stem.split("-")[0]], "part": p.stem, "exit_code": 0, "failed": False,
+                "reason": None} for p in part_files(directory)]
+    drivers += [{"name": n, "mode": mode, "part": n, "exit_code": -9, "failed": True, "reason": "killed by signal 9"}
+                for n, mode in (failed or {}).items()]
     data = {"format": 1, "run": run_id, "topic": TOPIC, "partitions": 0, "finished": finished, "drivers": drivers}
     (directory / "_run.json").write_text(json.dumps(data))
 
@@ -411,7 +415,7 @@ def test_failed_driver_is_inconclusive_unless_a_presence_check_proves_failure(sp
 
     def dup(parts: dict[str, list[Row]]) -> None:
         again = find(parts["read-c1"], producer="p0", seq=3)
-        parts["read-c1"].insert(0, {**again, "message_id": "8:0:-1:-1", "read_index": 1000})
+        parts["read-c1"].insert(0, {**again, "message_id": "8:0:-1:-1", "read_index": 15})
         parts["read-c1"][-1]["read_index"] += 1  # the scan read it too: the evidence agrees with itself
 
     run(tmp_path / "b", dup)

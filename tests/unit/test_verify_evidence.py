@@ -13,7 +13,8 @@ import pyarrow.parquet as pq
 
 from pulsarlab.history import part_files
 from pulsarlab.verify import verify
-from pulsarlab.verify.evidence import driver_contradictions, read_manifests, readable_parts
+from pulsarlab.verify.evidence import driver_contradictions, read_manifests
+from pulsarlab.verify.parts import readable_parts
 from tests.unit.test_verify import clean_history, write_parts
 
 # what each driver of clean_history() counted: 10 messages, 5 per producer, read back in full

@@ -1,0 +1,120 @@
+"""Is each part file whole? Its Parquet footer, checked against the file it closes and against the
+history's schema, before anything reads the rows; and a part that turns out unreadable later (a
+damaged page) is named the same way.
+
+A part that fails here is left out of the verdict with one reason naming it; the verdict is then
+inconclusive (see :mod:`.evidence`), never judged on rows that may be missing or misread.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pulsarlab.history.schema import OPS, REQUIRED_COLUMNS, SCHEMA
+from pulsarlab.verify.events import UNREADABLE
+
+_UNREADABLE_AT = re.compile(re.escape(UNREADABLE) + r"(?P<path>.+?) \((?P<why>[^\n]*)\)")
+# Spark's own Parquet reader (the scan of deliveries without a producer) names the file it failed on
+_SPARK_READ_FAILED = re.compile(r"\[FAILED_READ_FILE[.\w]*\] Encountered error while reading file (?P<uri>\S+?)\.?\s")
+_CAUSE = re.compile(r"Caused by: (?P<cause>[^\n]+)")
+
+
+class UnreadablePart(Exception):
+    """A part whose rows could not be read although its footer could: judged again without it."""
+
+    def __init__(self, path: str | Path, why: str) -> None:
+        super().__init__(f"{path}: {why}")
+        self.path = Path(path)
+        self.why = why
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def unreadable_reason(path: str | Path, why: str) -> str:
+    return f"history part {path} cannot be read ({why}): truncated, damaged or not Parquet; the verdict leaves it out"
+
+
+def unreadable_in(exc: BaseException) -> UnreadablePart | None:
+    """The part a failed Spark job could not read, found in the error's text (a map task's error
+    arrives as text inside Spark's own exception); None when the failure is something else."""
+    text = str(exc)
+    if found := _UNREADABLE_AT.search(text):
+        return UnreadablePart(found["path"], found["why"])
+    if found := _SPARK_READ_FAILED.search(text):
+        cause = _CAUSE.search(text, found.end())
+        path = unquote(urlparse(found["uri"]).path)
+        return UnreadablePart(path, f"Spark could not read it: {cause['cause'] if cause else 'no cause given'}")
+    return None
+
+
+def schema_problems(schema: pa.Schema) -> list[str]:
+    """How a part's columns differ from the history's one schema: a column the verifier does not
+    know, one of another type, a required one missing. Later columns an older part lacks are fine."""
+    known = {f.name: f.type for f in SCHEMA}
+    problems = [f"no column {name!r}" for name in REQUIRED_COLUMNS if name not in schema.names]
+    for f in schema:
+        if f.name not in known:
+            problems.append(f"unknown column {f.name!r}")
+        elif f.type != known[f.name]:
+            problems.append(f"column {f.name!r} is {f.type}, not {known[f.name]}")
+    return problems
+
+
+def footer_problems(meta: pq.FileMetaData, size: int) -> list[str]:
+    """Where a footer disagrees with itself or with its file: rows counted twice differently, a
+    column chunk that ends past the file's data (a file that lost bytes but kept its footer)."""
+    data_end = size - meta.serialized_size - 8  # the footer, its length and the magic bytes close the file
+    groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
+    held = sum(g.num_rows for g in groups)
+    problems = [] if held == meta.num_rows else [f"its footer says {meta.num_rows} rows, its row groups {held}"]
+    for i, g in enumerate(groups):
+        for c in (g.column(j) for j in range(g.num_columns)):
+            starts = [o for o in (c.dictionary_page_offset, c.data_page_offset) if o]
+            end = min(starts, default=0) + c.total_compressed_size
+            if end > data_end:
+                problems.append(f"column {c.path_in_schema!r} of row group {i} ends at byte {end}, past the file's "
+                                f"data (its {size} bytes end with a footer from byte {data_end})")
+                return problems
+            if c.num_values > g.num_rows:
+                problems.append(f"column {c.path_in_schema!r} of row group {i} holds {c.num_values} values in "
+                                f"{g.num_rows} rows")
+                return problems
+    return problems
+
+
+def readable_parts(paths: list[Path]) -> tuple[list[Path], list[str]]:
+    """The part files whose Parquet footer can be read, agrees with its file and describes the
+    history's schema, and a reason for each other one (a file cut short, not Parquet at all, or of
+    a schema the verifier does not know): judged without it, or on columns misread, a verdict
+    could only guess."""
+    good, reasons = [], []
+    for path in paths:
+        try:
+            meta = pq.read_metadata(path)
+            schema = meta.schema.to_arrow_schema()
+        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+            reasons.append(unreadable_reason(path, first_line(exc)))
+            continue
+        if problems := footer_problems(meta, path.stat().st_size):
+            reasons.append(unreadable_reason(path, "; ".join(problems)))
+        elif problems := schema_problems(schema):
+            reasons.append(f"history part {path} has a schema the verifier does not know ({'; '.join(problems)});"
+                           " the verdict leaves it out")
+        else:
+            good.append(path)
+    return good, reasons
+
+
+def unknown_ops(files: dict[frozenset[str], list[str]]) -> list[str]:
+    """A part holding rows of an op the history does not define was written by something the
+    verifier does not know: what its rows mean cannot be said. One line per file."""
+    return [f"history part {path} holds rows of op(s) the verifier does not know: {', '.join(sorted(ops - OPS))}"
+            for ops, paths in sorted(files.items(), key=lambda kv: sorted(kv[0])) if ops - OPS for path in paths]
