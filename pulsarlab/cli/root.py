@@ -23,6 +23,7 @@ from pulsarlab.cli import (
     scenario,
     security,
     tools,
+    upgrade,
     verify,
     workload,
 )
@@ -53,7 +54,7 @@ def root(
     """Real Apache Pulsar clusters as code."""
 
 for group in (cluster, chaos, workload, monitoring, compose, verify, inspect, inventory, images, tools, security, report,
-              scenario):
+              scenario, upgrade):
     group.register(app)
 
 

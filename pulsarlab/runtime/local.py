@@ -7,6 +7,7 @@ processes are ever signalled. What all runtimes share (start order, readiness, u
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -16,8 +17,9 @@ from pathlib import Path
 
 import psutil
 
+from pulsarlab.distribution import Distribution, resolve
 from pulsarlab.errors import NodeStartError, ProcessFailedError
-from pulsarlab.render import render
+from pulsarlab.render import render_node, write_topology
 from pulsarlab.runtime import cgroup
 from pulsarlab.runtime.base import NodeRuntime
 from pulsarlab.runtime.cds import ClassArchives
@@ -67,14 +69,47 @@ class LocalCluster(NodeRuntime):
                 rec.kill()
         node = self.topo.node(name)
         if (part := self._recording(node.role.value, node)) is not None:
-            ClassArchives.of(self.distribution()).settle(node.role.value, part, clean)
+            ClassArchives.of(self.node_distribution(name)).settle(node.role.value, part, clean)
 
     def _recording(self, kind: str, node: Node) -> Path | None:
         """Where this JVM records its kind's class archive, if it is the one that does: the
         first node of each role (one archive suffices)."""
         if not self.topo.jvm.class_sharing or self.topo.nodes_of(node.role)[0].name != node.name:
             return None
-        return ClassArchives.of(self.distribution()).recording(kind, node.name, self.state_dir)
+        return ClassArchives.of(self.node_distribution(node.name)).recording(kind, node.name, self.state_dir)
+
+    # ----- versions ----------------------------------------------------------------------------
+    def node_distribution(self, name: str) -> Distribution:
+        """The distribution the node starts from: its own since an upgrade moved it, else the deployment's."""
+        home = self.state.node_distributions.get(name)
+        if not home or home == self.state.distribution:
+            return self.distribution()
+        return _resolved(home)
+
+    def jvm_command_line(self, name: str) -> list[str] | None:
+        rec = self.record(name)
+        proc = rec.process() if rec is not None else None
+        try:
+            return proc.cmdline() if proc is not None else None
+        except psutil.Error:
+            return None
+
+    def place_node(self, name: str, dist: Distribution) -> None:
+        node = self.topo.node(name)
+        self._write_files(node, dist)
+        with self._lock:
+            self.state.node_distributions[name] = str(dist.home)
+            self.state.save(self.state_dir)
+
+    def record_version(self, version: str, dist: Distribution | None, done: bool) -> None:
+        with self._lock:
+            if done and dist is not None:
+                self.state.distribution, self.state.version, self.dist = str(dist.home), dist.version, dist
+                self.state.node_distributions = {}
+                self.state.upgrading_to = ""
+            else:
+                self.state.upgrading_to = version
+            self.state.save(self.state_dir)
 
     def pause_process(self, name: str, paused: bool) -> None:
         rec = self.record(name)
@@ -109,12 +144,20 @@ class LocalCluster(NodeRuntime):
 
     # ----- starting ----------------------------------------------------------------------------
     def prepare(self, nodes: list[Node]) -> None:
-        render(self.topo, self.state_dir, self.distribution().conf)
+        """The files of the nodes about to start, each over the ``conf/`` of the distribution it starts from."""
+        for node in nodes:
+            self._write_files(node, self.node_distribution(node.name))
+        write_topology(self.topo, self.state_dir)
+
+    def _write_files(self, node: Node, dist: Distribution) -> None:
+        for path, text in render_node(self.topo, node, self.dirs(node), dist.conf).items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
 
     def _env(self, node: Node, kind: str | None = None) -> dict[str, str]:
         """``bin/pulsar``'s environment for a node's JVM (``kind``: which class archive it maps or
         records; None for none)."""
-        dist = self.distribution()
+        dist = self.node_distribution(node.name)
         dirs = self.dirs(node)
         env = dict(os.environ)
         env.update(pulsar_env(self.topo, node, dirs))
@@ -154,7 +197,7 @@ class LocalCluster(NodeRuntime):
 
     def spawn(self, node: Node) -> None:
         """Start one node's JVM in the background and record its pid."""
-        dist = self.distribution()
+        dist = self.node_distribution(node.name)
         dirs = self.dirs(node)
         for d in (dirs.data, dirs.logs):
             d.mkdir(parents=True, exist_ok=True)
@@ -193,3 +236,8 @@ class LocalCluster(NodeRuntime):
                     ClassArchives.of(self.distribution()).settle("init", part, rc == 0)
         if rc != 0:
             raise ProcessFailedError(cmd, rc, log_tail(log_path, 40))
+
+
+@functools.cache
+def _resolved(home: str) -> Distribution:
+    return resolve(home)
