@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -81,10 +82,10 @@ class LocalCluster(NodeRuntime):
     # ----- versions ----------------------------------------------------------------------------
     def node_distribution(self, name: str) -> Distribution:
         """The distribution the node starts from: its own since an upgrade moved it, else the deployment's."""
-        home = self.state.node_distributions.get(name)
-        if not home or home == self.state.distribution:
+        home = self.state.node_distributions.get(name) or self.state.distribution
+        if not home or (self.dist is not None and str(self.dist.home) == home):
             return self.distribution()
-        return _resolved(home)
+        return _resolved(home)  # an upgrade moved it (or the deployment) since this handle resolved its own
 
     def jvm_command_line(self, name: str) -> list[str] | None:
         rec = self.record(name)
@@ -97,19 +98,19 @@ class LocalCluster(NodeRuntime):
     def place_node(self, name: str, dist: Distribution) -> None:
         node = self.topo.node(name)
         self._write_files(node, dist)
-        with self._lock:
-            self.state.node_distributions[name] = str(dist.home)
-            self.state.save(self.state_dir)
+        self._change_state(lambda state: state.node_distributions.__setitem__(name, str(dist.home)))
 
     def record_version(self, version: str, dist: Distribution | None, done: bool) -> None:
-        with self._lock:
+        def change(state: ClusterState) -> None:
             if done and dist is not None:
-                self.state.distribution, self.state.version, self.dist = str(dist.home), dist.version, dist
-                self.state.node_distributions = {}
-                self.state.upgrading_to = ""
+                state.distribution, state.version, state.node_distributions, state.upgrading_to = (
+                    str(dist.home), dist.version, {}, "")
             else:
-                self.state.upgrading_to = version
-            self.state.save(self.state_dir)
+                state.upgrading_to = version
+
+        self._change_state(change)
+        if done and dist is not None:
+            self.dist = dist
 
     def pause_process(self, name: str, paused: bool) -> None:
         rec = self.record(name)
@@ -117,11 +118,22 @@ class LocalCluster(NodeRuntime):
             rec.signal(signal.SIGSTOP if paused else signal.SIGCONT)
 
     def forget(self, names: list[str]) -> None:
+        if not ClusterState.path(self.state_dir).is_file():
+            with self._lock:
+                for name in names:
+                    self.state.nodes.pop(name, None)
+            return
+        self._change_state(lambda state: [state.nodes.pop(name, None) for name in names])
+
+    def _change_state(self, change: Callable[[ClusterState], object]) -> None:
+        """Apply ``change`` to the state as saved now and save it: another handle (an upgrade, a
+        CLI command) may have recorded nodes it started since this one loaded it."""
         with self._lock:
-            for name in names:
-                self.state.nodes.pop(name, None)
-            if ClusterState.path(self.state_dir).is_file():
-                self.state.save(self.state_dir)
+            saved = ClusterState.load(self.state_dir)
+            if saved is not None:
+                self.state = saved
+            change(self.state)
+            self.state.save(self.state_dir)
 
     def traffic_cgroup(self, name: str) -> str | None:
         """The node's own cgroup where nodes are started in one (as root), also while it is down
@@ -213,9 +225,7 @@ class LocalCluster(NodeRuntime):
             )
         rec = ProcessRecord(proc.pid, psutil.Process(proc.pid).create_time())
         dirs.pid_file.write_text(f"{proc.pid}\n")
-        with self._lock:
-            self.state.nodes[node.name] = rec
-            self.state.save(self.state_dir)
+        self._change_state(lambda state: state.nodes.__setitem__(node.name, rec))
         self.say.update(node.name, f"started (pid {proc.pid}, {self.topo.address_of(node)})")
 
     def run_metadata_init(self, cluster: str, args: list[str], log_path: Path) -> None:

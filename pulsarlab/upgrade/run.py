@@ -100,7 +100,9 @@ class NodeUpgrade:
                 gates[gate] = self._timed(gate, node)
             if self.cluster.alive(node.name):  # a broker's unload_bundles stopped it already
                 self.say.update(node.name, "stopping")
+                stopping = time.monotonic()
                 self.cluster.stop_node(node.name)
+                gates["stop"] = time.monotonic() - stopping
             self.cluster.place_node(node.name, self.dist)
             self.say.update(node.name, f"starting on {self.dist.version}")
             started = time.monotonic()
