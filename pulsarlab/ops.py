@@ -103,7 +103,8 @@ def render_topology(
         raise UsageError("--image is for the docker runtime (asked for ansible)")
     topo = load_topology(topology, secure, loopback=runtime != "ansible")  # Ansible's hosts are real machines
     # hosts get every shipped default too (the distribution's conf/ as the base), from the distribution they install
-    resolved = distribution.resolve(dist) if dist or runtime == "ansible" else None
+    version = topo.pulsar_version or distribution.DEFAULT_VERSION  # the topology's release, if it names one
+    resolved = distribution.resolve(dist, version=version) if dist or runtime == "ansible" else None
     base = resolved.conf if resolved else None
     if runtime == "ansible":
         from pulsarlab.ansible.inventory import render_ansible
@@ -115,7 +116,7 @@ def render_topology(
         from pulsarlab.runtime.docker.compose import render_compose
         from pulsarlab.runtime.docker.image import default_tag
 
-        tag = image or default_tag(resolved.version if resolved else distribution.DEFAULT_VERSION)
+        tag = image or default_tag(resolved.version if resolved else version)
         return render_compose(topo, out_dir, tag, base)
     return rendering.render(topo, out_dir, base)
 
