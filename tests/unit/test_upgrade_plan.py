@@ -92,3 +92,14 @@ def test_versions_are_read_from_what_each_node_reports(tmp_path: Path) -> None:
     assert versions.from_command_line(args) == versions.Reported("4.0.6", versions.BOOKIE_SOURCE)
     assert versions.from_command_line(None).version is None
     assert versions.from_command_line(["java", "-cp", "/nowhere/*"]).version is None
+
+
+def test_upgrade_to_something_that_is_no_release_is_a_usage_error_before_anything(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from pulsarlab.cli import app
+
+    r = CliRunner().invoke(app, ["upgrade", "--to", "4.0;rm", "--state-dir", str(tmp_path / "none")])
+    assert r.exit_code == 2, r.output
+    assert "'4.0;rm' is not a Pulsar release" in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "none").exists()
