@@ -45,6 +45,8 @@ class NodeStatus:
     alive: bool
     paused: bool
     ready: bool
+    version: str | None = None  # the Pulsar release the node reports running (None: no answer)
+    version_from: str = ""  # where that figure comes from (pulsarlab.runtime.versions)
 
 
 @dataclass
@@ -115,6 +117,10 @@ class Endpoints(Protocol):
 
     def pulsar_version(self) -> str: ...
 
+    def reported_versions(self) -> dict[str, tuple[str | None, str]]:
+        """Per node, the Pulsar release it reports running (None: no answer) and where that comes from."""
+        ...
+
 
 @runtime_checkable
 class NodeControl(Endpoints, Protocol):
@@ -182,4 +188,19 @@ class HostFilters(Protocol):
     def remove_host_rules(self, tag: str, label: str | None = None) -> tuple[int, int]:
         """Remove every rule of ``tag`` (only ``label``'s if given) on every host: (rules removed,
         packets they had dropped)."""
+        ...
+
+
+@runtime_checkable
+class Upgradable(NodeControl, Protocol):
+    """A deployment whose runtime can move one node to another Pulsar release (``pulsarlab upgrade``)."""
+
+    def place_node(self, name: str, dist: Distribution) -> None:
+        """Have the stopped node start from ``dist`` from now on (its files written anew over that
+        distribution's own ``conf/``)."""
+        ...
+
+    def record_version(self, version: str, dist: Distribution | None, done: bool) -> None:
+        """Record an upgrade to ``version``: under way (``done`` False) or complete (every node on it;
+        ``dist`` then becomes the deployment's distribution)."""
         ...

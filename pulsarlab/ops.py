@@ -104,7 +104,8 @@ def render_topology(
         raise UsageError("--image is for the docker runtime (asked for ansible)")
     topo = load_topology(topology, secure, loopback=runtime != "ansible")  # Ansible's hosts are real machines
     # hosts get every shipped default too (the distribution's conf/ as the base), from the distribution they install
-    resolved = distribution.resolve(dist) if dist or runtime == "ansible" else None
+    version = topo.pulsar_version or distribution.DEFAULT_VERSION  # the topology's release, if it names one
+    resolved = distribution.resolve(dist, version=version) if dist or runtime == "ansible" else None
     base = resolved.conf if resolved else None
     if runtime == "ansible":
         from pulsarlab.ansible.inventory import render_ansible
@@ -116,7 +117,7 @@ def render_topology(
         from pulsarlab.runtime.docker.compose import render_compose
         from pulsarlab.runtime.docker.image import default_tag
 
-        tag = image or default_tag(resolved.version if resolved else distribution.DEFAULT_VERSION)
+        tag = image or default_tag(resolved.version if resolved else version)
         return render_compose(topo, out_dir, tag, base)
     return rendering.render(topo, out_dir, base)
 
@@ -139,24 +140,32 @@ def e2e_check(cluster: Endpoints) -> None:
 def up(
     topology: str, runtime: str = "local", state_dir: Path | None = None, dist: str | None = None, say: Say = _quiet,
     apply: bool = True, image: str | None = None, secure: bool = False, bind: str | None = None, build: bool = True,
+    pulsar_version: str | None = None,
 ) -> tuple[UpResult, NodeControl]:
     """Bring the topology up. On a cluster already running, nothing starts; its differences from
     the topology are fixed if ``apply``, else only reported (``result.drift``). ``image``: the
     docker runtime's Pulsar image (default: the one ``pulsarlab image build`` makes). ``secure``:
     the secure profile's defaults for a topology without a ``security:`` section. ``bind``: the
-    one broker's address (:func:`pulsarlab.topology.bound_to`)."""
+    one broker's address (:func:`pulsarlab.topology.bound_to`). ``pulsar_version``: the release to
+    run (default: the topology's ``pulsar_version``, else a re-run's recorded one, else pulsarlab's)."""
     options = _runtime_options(runtime, image, build)
     topo = load_topology(topology, secure)
     if bind is not None:
         topo = bound_to(topo, bind)
     state_dir = state_dir or settings.current().cluster_dir(topo.name)
     cluster = node_control(new_deployment(topo, state_dir, runtime, say, **options), f"up on the {runtime} runtime")
-    if all(cluster.alive(n.name) for n in topo.nodes) and ClusterState.load(state_dir) is not None:
+    previous = ClusterState.load(state_dir)
+    if all(cluster.alive(n.name) for n in topo.nodes) and previous is not None:
         result = cluster.up()  # reports "already running" without touching anything (or refuses another runtime's)
+        asked = pulsar_version or topo.pulsar_version
+        if asked and previous.version and asked != previous.version:
+            say(f"the running deployment is on Pulsar {previous.version}, not {asked}: "
+                f"'pulsarlab upgrade --to {asked}' moves it")
         report = configure_cluster(cluster, dry_run=not apply, say=say)
         result.drift, result.drift_fixed = report.changes, apply
         return result, cluster
-    resolved = distribution.resolve(dist, progress=reporter_of(say))
+    version = pulsar_version or topo.pulsar_version or (previous.version if previous else "") or distribution.DEFAULT_VERSION
+    resolved = distribution.resolve(dist, version=version, progress=reporter_of(say))
     say(f"Pulsar {resolved.version} from {resolved.home} (Java {resolved.java.major})")
     cluster = node_control(new_deployment(topo, state_dir, runtime, say, dist=resolved, **options), "up")
     # the rack map goes into the metadata store before any broker starts, so every broker starts
@@ -295,6 +304,7 @@ def status(state_dir: Path | None) -> dict:
         "runtime": cluster.runtime,
         "state_dir": str(cluster.state_dir),
         "pulsar_version": cluster.pulsar_version(),
+        "upgrading_to": state.upgrading_to if (state := ClusterState.load(cluster.state_dir)) else "",
         "nodes": [asdict(n) for n in cluster.status()],
         "clusters": [
             {"name": c.name, "service_url": topo.service_url(c.name), "web_url": topo.web_url(c.name)}
@@ -493,3 +503,25 @@ def verify_history(
         directories, master=master, expect=expect, out=out, driver_memory=driver_memory, executor_python=executor_python,
         progress=progress,
     )
+
+
+def upgrade(state_dir: Path | None, to: str, say: Say = _quiet, between=None):
+    """Move the running deployment to Pulsar ``to`` one node at a time (an older ``to``: a rollback).
+    Refused before any node is touched when ``to`` is no release Maven resolves (a usage error) or
+    the deployment is not healthy (a node not serving, a ledger under-replicated)."""
+    from pulsarlab.deployment import Upgradable
+    from pulsarlab.topology.model import PULSAR_VERSION
+    from pulsarlab.upgrade.run import upgrade as rolling
+
+    if not PULSAR_VERSION.fullmatch(to):
+        raise UsageError(f"--to {to!r} is not a Pulsar release such as 4.0.8")
+    cluster = open_control(state_dir, "upgrade", say)
+    if not isinstance(cluster, Upgradable):
+        raise UsageError(f"cannot upgrade on the {cluster.runtime} runtime from here: pulsarlab upgrades local "
+                         "deployments; hosts are upgraded by playbooks/upgrade.yml (docs/runbooks/upgrade.md)")
+    try:
+        dist = distribution.resolve(version=to, progress=reporter_of(say))
+    except PulsarlabError as exc:
+        raise UsageError(f"--to {to}: no such release can be resolved, no node touched "
+                         f"({str(exc).splitlines()[0].rstrip(':')})") from None
+    return rolling(cluster, dist, reporter_of(say), between=between)

@@ -84,6 +84,10 @@ def up(
     runtime: Annotated[str, typer.Option(help="local or docker")] = "local",
     state_dir: StateDirOpt = None,
     distribution: Annotated[str | None, typer.Option(help="a pulsar-server-distribution tarball or folder")] = None,
+    pulsar_version: Annotated[str | None, typer.Option(
+        "--pulsar-version", metavar="V",
+        help="the Pulsar release to run, e.g. 4.0.6 (default: the topology's pulsar_version, else $PULSARLAB_PULSAR_VERSION)",
+    )] = None,
     apply: Annotated[bool, typer.Option("--apply", help="on a running cluster, fix its differences from the topology")] = False,
     image: ImageOpt = None,
     no_build: Annotated[bool, typer.Option(
@@ -107,7 +111,7 @@ def up(
     """
     with reporter(err, quiet) as progress:
         result, cluster = ops.up(topology, runtime, state_dir, distribution, say=progress, apply=apply, image=image,
-                                 secure=secure, bind=bind, build=not no_build)
+                                 secure=secure, bind=bind, build=not no_build, pulsar_version=pulsar_version)
     name, where = cluster.topo.name, cluster.state_dir
     if result.already_running:
         if not result.drift:
@@ -148,7 +152,8 @@ def ls(as_json: JsonOpt = False) -> None:
 
 
 def status(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
-    """Show every node: pid, address, readiness.
+    """Show every node: pid, address, readiness, and the Pulsar release it reports running (the
+    broker's /admin/v2/brokers/version, ZooKeeper's 'envi', a bookie's JVM class path).
 
     Exit code: 0 every node ready, 1 some node is not ready (named on stderr) or no cluster, 2 usage error.
     """
@@ -156,11 +161,13 @@ def status(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
     if as_json:
         print(json.dumps(report, indent=2))
     else:
-        table = Table("node", "role", "cluster", "region", "address", "pid", "ready",
-                      title=f"{report['name']} ({report['runtime']})")
+        upgrading = f", upgrading to {report['upgrading_to']}" if report.get("upgrading_to") else ""
+        table = Table("node", "role", "cluster", "region", "address", "pid", "ready", "version",
+                      title=f"{report['name']} ({report['runtime']}, Pulsar {report['pulsar_version'] or '?'}{upgrading})")
         for n in report["nodes"]:
             state = "[green]ready[/]" if n["ready"] else ("[yellow]paused[/]" if n["paused"] else "[red]no[/]")
-            table.add_row(n["name"], n["role"], n["cluster"] or "-", n["region"], n["address"], str(n["pid"] or "-"), state)
+            table.add_row(n["name"], n["role"], n["cluster"] or "-", n["region"], n["address"], str(n["pid"] or "-"), state,
+                          n["version"] or "-")
         out.print(table)
         for c in report["clusters"]:
             out.print(f"{c['name']}: {c['service_url']}  {c['web_url']}")

@@ -24,6 +24,7 @@ from pulsarlab.cli import (
     scenario,
     security,
     tools,
+    upgrade,
     verify,
     workload,
 )
@@ -54,7 +55,7 @@ def root(
     """Real Apache Pulsar clusters as code."""
 
 for group in (cluster, chaos, workload, monitoring, compose, verify, inspect, inventory, hosts, images, tools, security, report,
-              scenario):
+              scenario, upgrade):
     group.register(app)
 
 

@@ -306,7 +306,8 @@ class NodeRuntime(RecordedDeployment):
                     "run 'pulsarlab down' first or choose another --state-dir"
                 )
             recorded = self.state_dir / "topology.yaml"
-            same = recorded.is_file() and yaml.safe_load(recorded.read_text()) == self.topo.model_dump(mode="json")
+            same = recorded.is_file() and _identity(yaml.safe_load(recorded.read_text())) == _identity(
+                self.topo.model_dump(mode="json"))
             if not same and (previous.initialized or any(self.alive(n.name) for n in self.topo.nodes)):
                 raise StateError(
                     f"{self.state_dir} holds a different {previous.name!r} cluster; "
@@ -435,6 +436,12 @@ class NodeRuntime(RecordedDeployment):
     def _stop_shown(self, name: str) -> None:
         with self.say.step(name, name, "stopping", "stopped"):
             self.stop_process(name, False)
+
+def _identity(topology: object) -> object:
+    """What makes a recorded topology the same deployment: all but its Pulsar release (``upgrade``
+    changes that on a running deployment)."""
+    return {k: v for k, v in topology.items() if k != "pulsar_version"} if isinstance(topology, dict) else topology
+
 
 def _bind_error(addr: str, port: int) -> OSError | None:
     """Why ``addr:port`` cannot be bound now (None if it can)."""

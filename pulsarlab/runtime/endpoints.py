@@ -21,6 +21,7 @@ from pulsarlab.distribution import Distribution
 from pulsarlab.distribution import resolve as resolve_distribution
 from pulsarlab.errors import PulsarlabError, StateError, yaml_problem
 from pulsarlab.progress import reporter_of
+from pulsarlab.runtime import versions
 from pulsarlab.runtime.state import ClusterState
 from pulsarlab.runtime.waits import HttpOk, ZkServing
 from pulsarlab.security import ClientAuth
@@ -119,12 +120,32 @@ class RecordedDeployment(abc.ABC):
         return HttpOk(f"{self.topo.broker_web_url(node)}/admin/v2/brokers/ready", "broker /admin/v2/brokers/ready",
                       auth=self.client_auth())
 
+    # ----- versions: what each node says it runs -----------------------------------------------
+    def jvm_command_line(self, name: str) -> list[str] | None:
+        """The arguments of the node's JVM, where this runtime can read them (None: it cannot)."""
+        return None
+
+    def reported_version(self, node: Node) -> versions.Reported:
+        """The release the node reports (see :mod:`pulsarlab.runtime.versions`)."""
+        if node.role == Role.BROKER:
+            return versions.broker(self.topo.broker_web_url(node), self.client_auth())
+        if node.role == Role.ZOOKEEPER:
+            return versions.zookeeper(self.topo.address_of(node), node.port("client"))
+        return versions.from_command_line(self.jvm_command_line(node.name))
+
+    def reported_versions(self) -> dict[str, tuple[str | None, str]]:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            found = dict(zip((n.name for n in self.topo.nodes), pool.map(self.reported_version, self.topo.nodes),
+                             strict=True))
+        return {name: (r.version, r.source) for name, r in found.items()}
+
     def status(self) -> list[NodeStatus]:
         def one(n: Node) -> NodeStatus:
             pid, alive, paused = self.process_info(n.name)
             ready = alive and not paused and self.readiness_probe(n)()[0]
+            reported = self.reported_version(n) if alive and not paused else versions.Reported(None, "")
             return NodeStatus(n.name, n.role.value, n.cluster, n.region, self.topo.address_of(n),
-                              pid if alive else None, alive, paused, ready)
+                              pid if alive else None, alive, paused, ready, reported.version, reported.source)
 
         with ThreadPoolExecutor(max_workers=8) as pool:
             return list(pool.map(one, self.topo.nodes))

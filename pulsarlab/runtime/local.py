@@ -7,17 +7,20 @@ processes are ever signalled. What all runtimes share (start order, readiness, u
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 
+from pulsarlab.distribution import Distribution, resolve
 from pulsarlab.errors import NodeStartError, ProcessFailedError
-from pulsarlab.render import render
+from pulsarlab.render import render_node, write_topology
 from pulsarlab.runtime import cgroup
 from pulsarlab.runtime.base import NodeRuntime
 from pulsarlab.runtime.cds import ClassArchives
@@ -67,14 +70,47 @@ class LocalCluster(NodeRuntime):
                 rec.kill()
         node = self.topo.node(name)
         if (part := self._recording(node.role.value, node)) is not None:
-            ClassArchives.of(self.distribution()).settle(node.role.value, part, clean)
+            ClassArchives.of(self.node_distribution(name)).settle(node.role.value, part, clean)
 
     def _recording(self, kind: str, node: Node) -> Path | None:
         """Where this JVM records its kind's class archive, if it is the one that does: the
         first node of each role (one archive suffices)."""
         if not self.topo.jvm.class_sharing or self.topo.nodes_of(node.role)[0].name != node.name:
             return None
-        return ClassArchives.of(self.distribution()).recording(kind, node.name, self.state_dir)
+        return ClassArchives.of(self.node_distribution(node.name)).recording(kind, node.name, self.state_dir)
+
+    # ----- versions ----------------------------------------------------------------------------
+    def node_distribution(self, name: str) -> Distribution:
+        """The distribution the node starts from: its own since an upgrade moved it, else the deployment's."""
+        home = self.state.node_distributions.get(name) or self.state.distribution
+        if not home or (self.dist is not None and str(self.dist.home) == home):
+            return self.distribution()
+        return _resolved(home)  # an upgrade moved it (or the deployment) since this handle resolved its own
+
+    def jvm_command_line(self, name: str) -> list[str] | None:
+        rec = self.record(name)
+        proc = rec.process() if rec is not None else None
+        try:
+            return proc.cmdline() if proc is not None else None
+        except psutil.Error:
+            return None
+
+    def place_node(self, name: str, dist: Distribution) -> None:
+        node = self.topo.node(name)
+        self._write_files(node, dist)
+        self._change_state(lambda state: state.node_distributions.__setitem__(name, str(dist.home)))
+
+    def record_version(self, version: str, dist: Distribution | None, done: bool) -> None:
+        def change(state: ClusterState) -> None:
+            if done and dist is not None:
+                state.distribution, state.version, state.node_distributions, state.upgrading_to = (
+                    str(dist.home), dist.version, {}, "")
+            else:
+                state.upgrading_to = version
+
+        self._change_state(change)
+        if done and dist is not None:
+            self.dist = dist
 
     def pause_process(self, name: str, paused: bool) -> None:
         rec = self.record(name)
@@ -82,11 +118,22 @@ class LocalCluster(NodeRuntime):
             rec.signal(signal.SIGSTOP if paused else signal.SIGCONT)
 
     def forget(self, names: list[str]) -> None:
+        if not ClusterState.path(self.state_dir).is_file():
+            with self._lock:
+                for name in names:
+                    self.state.nodes.pop(name, None)
+            return
+        self._change_state(lambda state: [state.nodes.pop(name, None) for name in names])
+
+    def _change_state(self, change: Callable[[ClusterState], object]) -> None:
+        """Apply ``change`` to the state as saved now and save it: another handle (an upgrade, a
+        CLI command) may have recorded nodes it started since this one loaded it."""
         with self._lock:
-            for name in names:
-                self.state.nodes.pop(name, None)
-            if ClusterState.path(self.state_dir).is_file():
-                self.state.save(self.state_dir)
+            saved = ClusterState.load(self.state_dir)
+            if saved is not None:
+                self.state = saved
+            change(self.state)
+            self.state.save(self.state_dir)
 
     def traffic_cgroup(self, name: str) -> str | None:
         """The node's own cgroup where nodes are started in one (as root), also while it is down
@@ -109,12 +156,20 @@ class LocalCluster(NodeRuntime):
 
     # ----- starting ----------------------------------------------------------------------------
     def prepare(self, nodes: list[Node]) -> None:
-        render(self.topo, self.state_dir, self.distribution().conf)
+        """The files of the nodes about to start, each over the ``conf/`` of the distribution it starts from."""
+        for node in nodes:
+            self._write_files(node, self.node_distribution(node.name))
+        write_topology(self.topo, self.state_dir)
+
+    def _write_files(self, node: Node, dist: Distribution) -> None:
+        for path, text in render_node(self.topo, node, self.dirs(node), dist.conf).items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
 
     def _env(self, node: Node, kind: str | None = None) -> dict[str, str]:
         """``bin/pulsar``'s environment for a node's JVM (``kind``: which class archive it maps or
         records; None for none)."""
-        dist = self.distribution()
+        dist = self.node_distribution(node.name)
         dirs = self.dirs(node)
         env = dict(os.environ)
         env.update(pulsar_env(self.topo, node, dirs))
@@ -154,7 +209,7 @@ class LocalCluster(NodeRuntime):
 
     def spawn(self, node: Node) -> None:
         """Start one node's JVM in the background and record its pid."""
-        dist = self.distribution()
+        dist = self.node_distribution(node.name)
         dirs = self.dirs(node)
         for d in (dirs.data, dirs.logs):
             d.mkdir(parents=True, exist_ok=True)
@@ -170,9 +225,7 @@ class LocalCluster(NodeRuntime):
             )
         rec = ProcessRecord(proc.pid, psutil.Process(proc.pid).create_time())
         dirs.pid_file.write_text(f"{proc.pid}\n")
-        with self._lock:
-            self.state.nodes[node.name] = rec
-            self.state.save(self.state_dir)
+        self._change_state(lambda state: state.nodes.__setitem__(node.name, rec))
         self.say.update(node.name, f"started (pid {proc.pid}, {self.topo.address_of(node)})")
 
     def run_metadata_init(self, cluster: str, args: list[str], log_path: Path) -> None:
@@ -193,3 +246,8 @@ class LocalCluster(NodeRuntime):
                     ClassArchives.of(self.distribution()).settle("init", part, rc == 0)
         if rc != 0:
             raise ProcessFailedError(cmd, rc, log_tail(log_path, 40))
+
+
+@functools.cache
+def _resolved(home: str) -> Distribution:
+    return resolve(home)

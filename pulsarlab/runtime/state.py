@@ -91,7 +91,11 @@ class ClusterState:
     runtime: str
     topology_ref: str
     distribution: str = ""
-    version: str = ""
+    version: str = ""  # the deployment's Pulsar release: what `up` started, or the last `upgrade --to`
+    # the distribution (folder) each node was last started from, where it differs from ``distribution``
+    # (a rolling upgrade moves the nodes one at a time): a node restarted later starts from it again
+    node_distributions: dict[str, str] = field(default_factory=dict)
+    upgrading_to: str = ""  # set while an upgrade runs or was stopped half-way; cleared once every node is on it
     initialized: list[str] = field(default_factory=list)
     nodes: dict[str, ProcessRecord] = field(default_factory=dict)
     created: float = field(default_factory=time.time)

@@ -125,6 +125,8 @@ class Namespace(_Strict):
 # Pulsar identifier: no separator, no leading dot, so no name can reach outside its parent folder
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 ROLE_NAME = SAFE_NAME
+# a release as Maven Central names it: 4.0.8, 4.1.0-rc1 (a Maven coordinate, so no separator)
+PULSAR_VERSION = re.compile(r"\d+\.\d+\.\d+(?:[-.][A-Za-z0-9]+)*")
 
 
 def name_problem(value: str) -> str | None:
@@ -166,6 +168,9 @@ class Topology(_Strict):
     fsync: bool = True
     # None: an open cluster (no authentication, plain text)
     security: Security | None = None
+    # the Pulsar release every node runs (None: PULSARLAB_PULSAR_VERSION, else pulsarlab's default);
+    # `up --pulsar-version` overrides it, `pulsarlab upgrade --to` moves a running deployment
+    pulsar_version: str | None = None
 
     # ----- derived views -------------------------------------------------------------------
     def nodes_of(self, role: Role, cluster: str | None = None) -> list[Node]:
@@ -361,6 +366,8 @@ def _check_basics(t: Topology) -> None:
     ):
         if d := _dupes(names):
             raise TopologyError(field, f"duplicate name {d[0]!r}")
+    if t.pulsar_version is not None and not PULSAR_VERSION.fullmatch(t.pulsar_version):
+        raise TopologyError("pulsar_version", f"{t.pulsar_version!r} is not a Pulsar release such as 4.0.8")
     if not re.fullmatch(r"127\.\d{1,3}", t.address_prefix) or int(t.address_prefix.split(".")[1]) > 255:
         raise TopologyError("address_prefix", f"must be '127.<0-255>' (got {t.address_prefix!r})")
     if not t.regions:

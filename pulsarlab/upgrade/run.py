@@ -1,0 +1,214 @@
+"""``pulsarlab upgrade --to V``: a rolling upgrade (or rollback) of a running deployment, one node at
+a time in the order and with the gates of the shared order file (:mod:`pulsarlab.upgrade.plan`).
+
+Before any node is touched the order's ``before`` gates are checked against what the nodes report
+(every node serving, no under-replicated ledger) and the release is resolved; a refusal names why.
+A node already reporting the target release is left alone, so a second run continues where a first
+one stopped. Each node: its ``before_stop`` gates, a stop, its files written over the target
+distribution's ``conf/``, a start from it, its ``after_start`` gates, and its own report of the
+release it runs checked.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pulsarlab.deployment import Upgradable
+from pulsarlab.distribution import Distribution
+from pulsarlab.errors import CheckFailed, NodeStartError
+from pulsarlab.progress import Reporter
+from pulsarlab.topology import Node, Role
+from pulsarlab.upgrade.plan import Order, Step, load_order, node_script, plan, refusals
+
+
+@dataclass
+class Moved:
+    """One node of a run: moved (with its seconds away and per gate) or kept (already on the release)."""
+
+    node: str
+    role: str
+    before: str | None
+    after: str | None
+    action: str  # "moved" or "kept"
+    seconds: float = 0.0
+    gates: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class UpgradeResult:
+    target: str
+    nodes: list[Moved]
+    seconds: float
+
+    def to_dict(self) -> dict:
+        return {"target": self.target, "seconds": round(self.seconds, 1),
+                "nodes": [vars(n) | {"seconds": round(n.seconds, 1)} for n in self.nodes]}
+
+
+def bookie_url(cluster: Upgradable, node: Node) -> str:
+    return f"http://{cluster.topo.address_of(node)}:{node.port('http')}"
+
+
+def under_replicated(cluster: Upgradable, ready: dict[str, bool]) -> dict[str, list[int]]:
+    """Per cluster, the ledgers holding entries that auto-recovery lists as under-replicated now
+    (read through a ready bookie of it, as ``wait_replicated.py`` reads them on the hosts)."""
+    gate = node_script("wait_replicated")
+    found: dict[str, list[int]] = {}
+    for c in cluster.topo.clusters:
+        bookie = next((b for b in cluster.topo.nodes_of(Role.BOOKIE, c.name) if ready.get(b.name)), None)
+        if bookie is None:
+            continue  # every bookie of it is down: refused as not serving
+        base = bookie_url(cluster, bookie)
+        listed = gate.listed(base)
+        at_risk, _empty = gate.split(listed, {i: gate.metadata(base, i) for i in listed})
+        found[c.name] = at_risk
+    return found
+
+
+def check_before(cluster: Upgradable, order: Order) -> dict[str, str | None]:
+    """The releases the nodes report now; raises :class:`CheckFailed` (before any node is touched)
+    when the order's ``before`` gates do not hold."""
+    status = cluster.status()
+    reported = {n.name: n.version for n in status}
+    ready = {n.name: n.ready for n in status}
+    try:
+        listed = under_replicated(cluster, ready)
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise CheckFailed(f"upgrade refused, no node touched: the under-replicated ledgers cannot be read ({exc})") from None
+    problems = refusals(order, reported, ready, listed)
+    if problems:
+        raise CheckFailed(f"upgrade refused, no node touched: {'; '.join(problems)}")
+    return reported
+
+
+class NodeUpgrade:
+    """The gates and the move of one node."""
+
+    def __init__(self, cluster: Upgradable, order: Order, dist: Distribution, say: Reporter) -> None:
+        self.cluster, self.order, self.dist, self.say = cluster, order, dist, say
+        self.delay: tuple[str, int] | None = None  # (peer bookie URL, delay before) while raised
+
+    def run(self, step: Step) -> Moved:
+        node = self.cluster.topo.node(step.node)
+        tier = self.order.tier(node.role)
+        gates: dict[str, float] = {}
+        t0 = time.monotonic()
+        try:
+            for gate in tier.before_stop:
+                gates[gate] = self._timed(gate, node)
+            if self.cluster.alive(node.name):  # a broker's unload_bundles stopped it already
+                self.say.update(node.name, "stopping")
+                stopping = time.monotonic()
+                self.cluster.stop_node(node.name)
+                gates["stop"] = time.monotonic() - stopping
+            self.cluster.place_node(node.name, self.dist)
+            self.say.update(node.name, f"starting on {self.dist.version}")
+            started = time.monotonic()
+            self.cluster.start_node(node.name)
+            gates["ready"] = time.monotonic() - started
+            for gate in tier.after_start:
+                if gate != "ready":
+                    gates[gate] = self._timed(gate, node)
+        except BaseException:
+            self._restore()
+            self._bring_back(node)
+            raise
+        now = self.cluster.reported_versions()[node.name][0]
+        if now != self.dist.version:
+            raise CheckFailed(f"{node.name} reports Pulsar {now} after its restart, not {self.dist.version}")
+        return Moved(node.name, node.role.value, step.running, now, "moved", time.monotonic() - t0, gates)
+
+    def _timed(self, gate: str, node: Node) -> float:
+        t0 = time.monotonic()
+        self.say.update(node.name, gate.replace("_", " "))
+        {"raise_recovery_delay": self._raise, "restore_recovery_delay": lambda _n: self._restore(),
+         "no_underreplicated_ledger": self._replicated, "unload_bundles": self._unload}[gate](node)
+        return time.monotonic() - t0
+
+    def _raise(self, node: Node) -> None:
+        """lostBookieRecoveryDelay raised through the first other bookie of the cluster that answers."""
+        rd = node_script("recovery_delay")
+        for peer in self.cluster.topo.nodes_of(Role.BOOKIE, node.cluster):
+            if peer.name == node.name or not self.cluster.alive(peer.name):
+                continue
+            url = bookie_url(self.cluster, peer)
+            before = rd.read(url)
+            if before is not None:
+                rd.write(url, self.order.recovery_delay_s)
+                self.delay = (url, before)
+                return
+        self.say(f"{node.name}: no other bookie of {node.cluster} answers: the recovery delay is left as it is")
+
+    def _restore(self) -> None:
+        if self.delay is not None:
+            url, before = self.delay
+            self.delay = None
+            node_script("recovery_delay").write(url, 0 if before == self.order.recovery_delay_s else before)
+
+    def _replicated(self, node: Node) -> None:
+        gate = node_script("wait_replicated")
+        base = bookie_url(self.cluster, node)
+        deadline = time.monotonic() + self.order.underreplicated_timeout_s
+        while True:
+            listed = gate.listed(base)
+            at_risk, _ = gate.split(listed, {i: gate.metadata(base, i) for i in listed})
+            if not at_risk:
+                return
+            if time.monotonic() > deadline:
+                raise CheckFailed(f"after {node.name}: ledger(s) {', '.join(map(str, at_risk))} still under-replicated "
+                                  f"after {self.order.underreplicated_timeout_s} s")
+            time.sleep(gate.POLL_S)
+
+    def _unload(self, node: Node) -> None:
+        """The broker's graceful stop: on SIGTERM Pulsar takes the broker out of the load manager's
+        choice and unloads every bundle it owns (their topics move to the other brokers) before it
+        closes ("Unloading namespace-bundles..." in its log). The admin API's ``brokers/shutdown``
+        does the same but leaves the JVM running with its web server closed (seen on 4.0.6), so the
+        signal it is."""
+        self.cluster.stop_node(node.name)
+
+    def _bring_back(self, node: Node) -> None:
+        """After a failure or an interruption: the node this run stopped starts again (from the
+        distribution it is placed on), so the upgrade stops with every node serving if it can."""
+        if self.cluster.alive(node.name):
+            return
+        self.say(f"{node.name}: starting it again (the upgrade stopped it)")
+        try:
+            self.cluster.start_node(node.name)
+        except (NodeStartError, CheckFailed) as exc:
+            self.say(f"{node.name} did not come back: {str(exc).splitlines()[0]}")
+
+
+def upgrade(cluster: Upgradable, dist: Distribution, say: Reporter,
+            order: Order | None = None, between: Callable[[Moved], None] | None = None) -> UpgradeResult:
+    """Move every node that does not report ``dist.version`` onto it, one at a time. ``between``
+    runs after each node (a test stops the run there)."""
+    order = order or load_order()
+    t0 = time.monotonic()
+    target = dist.version
+    reported = check_before(cluster, order)
+    steps = plan(order, cluster.topo, reported, target)
+    done: list[Moved] = []
+    cluster.record_version(target, None, done=False)
+    mover = NodeUpgrade(cluster, order, dist, say)
+    for step in steps:
+        label = f"{step.node} ({step.role.value}): {step.running} -> {target}"
+        if step.action == "keep":
+            say.begin(step.node, label)
+            say.end(step.node, f"already on {target}")
+            done.append(Moved(step.node, step.role.value, step.running, step.running, "kept"))
+            continue
+        say.begin(step.node, label, "starting")
+        try:
+            moved = mover.run(step)
+        except BaseException:
+            say.end(step.node, "failed", ok=False)
+            raise
+        say.end(step.node, f"on {target} ({moved.seconds:.1f}s)")
+        done.append(moved)
+        if between is not None:
+            between(moved)
+    cluster.record_version(target, dist, done=True)
+    return UpgradeResult(target, done, time.monotonic() - t0)
