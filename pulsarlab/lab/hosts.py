@@ -199,7 +199,7 @@ def up(topology: str, folder: Path, systemd: list[str], bare: list[str], docker_
         raise UsageError(f"{folder} holds a lab of other nodes ({', '.join(sorted(old.hosts))}): "
                          "'pulsarlab hosts down' it first, or name another --out")
     docker = engine.client(docker_host)
-    dist = distribution.resolve(None)
+    dist = distribution.resolve(None, version=topo.pulsar_version or distribution.DEFAULT_VERSION)
     folder.mkdir(parents=True, exist_ok=True)
     images = ensure_images(docker, set(kinds.values()), progress)
     _keypair(folder)

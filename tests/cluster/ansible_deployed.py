@@ -195,13 +195,3 @@ def ensemble_or_none(cluster: Endpoints, topic: str) -> list[str]:
         return targets.ensemble(cluster, topic)
     except PulsarlabError:  # not written to yet: the workload is still starting
         return []
-
-
-def renamed_distribution(tarball: Path, top: str, folder: Path) -> Path:
-    """``tarball`` repacked (uncompressed) with its top folder named ``top``."""
-    subprocess.run(["tar", "-xzf", str(tarball), "-C", str(folder)], check=True, timeout=300)
-    (src,) = [p for p in folder.iterdir() if p.is_dir()]
-    src.rename(folder / top)
-    out = folder / f"{top}.tar"
-    subprocess.run(["tar", "-cf", str(out), "-C", str(folder), top], check=True, timeout=300)
-    return out

@@ -1,11 +1,10 @@
 """The playbooks on rehearsal hosts (``pulsarlab hosts up``: one container per node, each in its own
 network namespace with its own address, reached over SSH): ``deploy.yml`` and ``configure.yml``
-put ``sync`` onto nine of ten hosts; placement is proven and
-messages go through pulsarlab; a second deploy restarts only the node whose file changed and
-changes nothing else; add-bookie brings in the tenth host. One recorded workload runs from the
-rolling-restart and replace-bookie runbooks through the region failover drill to the upgrade
-(every node onto another distribution, one at a time), and the verifier judges its whole history
-last. One deployment for the module (helpers in ansible_deployed.py)."""
+put ``sync`` (Pulsar 4.0.6) onto nine of ten hosts; placement is proven and messages go through
+pulsarlab; a second deploy restarts only the node whose file changed and changes nothing else;
+add-bookie brings in the tenth host. One recorded workload runs from the rolling-restart and
+replace-bookie runbooks through the region failover drill to the upgrade (every node onto 4.0.8,
+one at a time), and the verifier judges its whole history last. One deployment for the module (helpers in ansible_deployed.py)."""
 
 from __future__ import annotations
 
@@ -24,13 +23,13 @@ import yaml
 
 from pulsarlab import ops
 from pulsarlab.chaos import targets
+from pulsarlab.distribution import DEFAULT_VERSION
 from pulsarlab.topology import BUILTIN_DIR, Role, load
 from tests.cluster.ansible_deployed import (
     Deployed,
     Recorded,
     finish_workload,
     installed,
-    renamed_distribution,
     running_workload,
 )
 from tests.cluster.ansible_hosts import LabHosts, docker
@@ -40,6 +39,7 @@ pytestmark = pytest.mark.cluster
 SYSTEMD = frozenset({"bk2-us", "pulsar2-us"})  # hosts with systemd: their nodes run as units
 BARE = frozenset({"zk"})  # a host without Java: deploy.yml installs Debian's
 WAIT_REPLICATED = Path(__file__).resolve().parents[2] / "playbooks" / "roles" / "pulsar_node" / "files" / "wait_replicated.py"
+OLD, NEW = "4.0.6", DEFAULT_VERSION  # deploy.yml installs the older release; the upgrade test moves to the newer
 NEW_BOOKIE = {"name": "bk3-eu", "role": "bookie", "cluster": "mycluster", "region": "eu", "rack": "eu/1"}
 
 
@@ -48,7 +48,7 @@ def deployed(docker_host: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
     root = tmp_path_factory.mktemp("ansible")
     data = yaml.safe_load((BUILTIN_DIR / "sync.yaml").read_text())
     wanted = root / "sync-bk3.yaml"  # appended last: every other node keeps its host's address
-    wanted.write_text(yaml.safe_dump({**data, "nodes": [*data["nodes"], NEW_BOOKIE]}))
+    wanted.write_text(yaml.safe_dump({**data, "pulsar_version": OLD, "nodes": [*data["nodes"], NEW_BOOKIE]}))
     lab = root / "lab"
     hosts = LabHosts(wanted, lab, docker_host, SYSTEMD, BARE)
     try:
@@ -322,20 +322,21 @@ def test_region_failover_drill_of_us_moves_the_owner_and_back(configured: Deploy
 
 def test_upgrade_under_a_workload_moves_every_node_one_at_a_time(configured: Deployed, recorded: Recorded,
                                                                  tmp_path: Path) -> None:
-    """The same 4.0.8 build unpacked under another folder name stands in for a new version (one
-    version is at hand): while the workload runs, every JVM moves to the new folder, restarted once,
-    ZooKeeper first, then the bookies, then the brokers; a second run restarts nothing (an
-    interrupted upgrade resumes where it stopped)."""
-    group_vars = yaml.safe_load((configured.render_dir / "group_vars" / "all.yml").read_text())
-    home, artifact = group_vars["pulsar_home"], group_vars["pulsar_artifact"]
-    new_home = f"{home}-next"
-    tarball = renamed_distribution(Path(artifact), Path(new_home).name, tmp_path)
-    upgrade = ("-e", f"pulsar_home={new_home}", "-e", f"pulsar_artifact={tarball}")
+    """From Pulsar 4.0.6 (what deploy.yml installed) to 4.0.8, the operator's way: the topology
+    re-rendered with the new release, then upgrade.yml while the workload runs: every JVM moves to
+    the new distribution, restarted once, ZooKeeper first, then the bookies, then the brokers, and
+    each broker reports the new release itself; a second run restarts nothing (an interrupted
+    upgrade resumes where it stopped)."""
+    old_home = yaml.safe_load((configured.render_dir / "group_vars" / "all.yml").read_text())["pulsar_home"]
+    assert old_home.endswith(OLD) and set(configured.homes().values()) == {old_home}
+    newer = tmp_path / "sync-bk3-at-hosts-new.yaml"
+    newer.write_text(yaml.safe_dump({**yaml.safe_load(Path(configured.big_ref).read_text()), "pulsar_version": NEW}))
+    ops.render_topology(str(newer), configured.render_dir, runtime="ansible")
+    new_home = yaml.safe_load((configured.render_dir / "group_vars" / "all.yml").read_text())["pulsar_home"]
     before = configured.pids()
-    assert set(configured.homes().values()) == {home}
 
-    with recorded.window("upgrade.yml"):
-        play = configured.play("upgrade.yml", *upgrade)
+    with recorded.window(f"upgrade.yml ({OLD} to {NEW})"):
+        play = configured.play("upgrade.yml")
     assert play.rc == 0, configured.failed(play)
     out = play.output
     order = [out.index(f"PLAY [{what}]") for what in (
@@ -346,9 +347,12 @@ def test_upgrade_under_a_workload_moves_every_node_one_at_a_time(configured: Dep
     assert order == sorted(order)
     upgraded = configured.pids()
     assert all(upgraded[n] and upgraded[n] != before[n] for n in before), (before, upgraded)
-    assert configured.homes() == dict.fromkeys(before, new_home)
+    assert configured.homes() == dict.fromkeys(before, new_home) and new_home.endswith(NEW)
+    brokers = [n.name for n in configured.hosts.topo.nodes if n.role == Role.BROKER]
+    said = {b: requests.get(f"{configured.url(b, 'web')}/admin/v2/brokers/version", timeout=10).text.strip('"') for b in brokers}
+    assert said == dict.fromkeys(brokers, NEW), said
 
-    again = configured.play("upgrade.yml", *upgrade)  # everything on the version: nothing restarts
+    again = configured.play("upgrade.yml")  # everything on the version: nothing restarts
     assert again.rc == 0, again.output[-6000:]
     assert {h: r["changed"] for h, r in again.recap().items()} == {n.name: 0 for n in configured.hosts.topo.nodes}
     assert configured.pids() == upgraded

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pulsarlab.errors import TopologyError
 from pulsarlab.runtime import versions
-from pulsarlab.topology import Role, TopologyError, load, parse
+from pulsarlab.topology import Role, load, parse
 from pulsarlab.upgrade.plan import GATES, ORDER_FILE, load_order, node_files_dir, parse_order, plan, refusals
 
 PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
