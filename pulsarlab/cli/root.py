@@ -15,6 +15,7 @@ from pulsarlab.cli import (
     chaos,
     cluster,
     compose,
+    history,
     images,
     inspect,
     inventory,
@@ -52,7 +53,7 @@ def root(
 ) -> None:
     """Real Apache Pulsar clusters as code."""
 
-for group in (cluster, chaos, workload, monitoring, compose, verify, inspect, inventory, images, tools, security, report,
+for group in (cluster, chaos, workload, monitoring, compose, verify, history, inspect, inventory, images, tools, security, report,
               scenario):
     group.register(app)
 

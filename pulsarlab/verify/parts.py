@@ -15,6 +15,7 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pulsarlab.history.location import local_path
 from pulsarlab.history.schema import OPS, REQUIRED_COLUMNS, SCHEMA
 from pulsarlab.verify.events import UNREADABLE
 
@@ -47,7 +48,7 @@ def unreadable_in(exc: BaseException) -> UnreadablePart | None:
     arrives as text inside Spark's own exception); None when the failure is something else."""
     text = str(exc)
     if found := _UNREADABLE_AT.search(text):
-        return UnreadablePart(found["path"], found["why"])
+        return UnreadablePart(local_path(found["path"]), found["why"])  # map tasks name parts by URI
     if found := _SPARK_READ_FAILED.search(text):
         cause = _CAUSE.search(text, found.end())
         path = unquote(urlparse(found["uri"]).path)
