@@ -434,14 +434,11 @@ def _history_folder(location: str | Path) -> Path:
     from pulsarlab.history import not_a_history
     from pulsarlab.history.location import LocationError, check_folder, is_local, local_path
 
-    try:
-        if not is_local(location):
-            raise LocationError(check_folder(location) or (
-                f"{location}: verify reads a history on this machine's file system (a path or file:// URI); "
-                f"copy it here first (pyarrow.fs.copy_files), see docs/verify.md"))
-        folder = local_path(location)
-    except LocationError as exc:
-        raise UsageError(str(exc)) from None
+    if not is_local(location):  # a LocationError is a usage error: one line, exit code 2
+        raise LocationError(check_folder(location) or (
+            f"{location}: verify reads a history on this machine's file system (a path or file:// URI); "
+            "copy it here first (pyarrow.fs.copy_files), see docs/verify.md"))
+    folder = local_path(location)
     if not folder.is_dir():
         raise UsageError(not_a_history(folder) or f"no history folder {folder}")
     return folder
