@@ -88,3 +88,10 @@ def test_verify_checks_a_relative_folder_from_the_working_directory(tmp_path: Pa
     os.mkdir("empty")
     result = runner.invoke(app, ["verify", "empty"])
     assert result.exit_code == 2 and f"{tmp_path.resolve() / 'empty'} is not a run history" in result.stderr
+
+
+def test_a_misspelt_file_uri_gets_the_answer_a_misspelt_path_gets(tmp_path: Path) -> None:
+    handmade_history(tmp_path / "runs" / "orders", messages=10)
+    result = runner.invoke(app, ["verify", (tmp_path / "runs" / "ordrs").as_uri()])
+    assert result.exit_code == 2
+    assert result.stderr.strip().endswith(f"did you mean {tmp_path / 'runs' / 'orders'}?")
