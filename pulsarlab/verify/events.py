@@ -24,7 +24,9 @@ An ack whose ``type`` is ``fail`` is not an acknowledgement: it becomes op code 
 
 from __future__ import annotations
 
+import os
 import re
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +48,7 @@ SID_MASK = (1 << (CONSUMER_SHIFT - SID_SHIFT)) - 1
 BATCH_ROWS = 1 << 18  # rows encoded (and handed to Spark) at a time
 NULL_HASH = 42  # the hash of a null string (as Spark's xxhash64 of null: its seed)
 UNREADABLE = "pulsarlab: cannot read history part "  # starts the error of a map task that could not read a part
+NOT_THERE = "pulsarlab: no history part on this executor: "  # + the URI the driver read and the executor cannot find
 _PARTITION = re.compile(r"-partition-([0-9]{1,9})$")
 _M0, _M1, _M2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
 
@@ -258,7 +261,10 @@ def open_uri(uri: str) -> tuple[Any, str]:
     every path absolute and a URI, so nothing depends on this process's working directory.
     Each URI is resolved once per process (a unit is a few row groups: a file has several)."""
     if uri not in _OPENED:
-        _OPENED[uri] = pafs.FileSystem.from_uri(uri)
+        filesystem, path = pafs.FileSystem.from_uri(uri)
+        if filesystem.get_file_info(path).type == pafs.FileType.NotFound:  # the driver read it: not this host's
+            raise FileNotFoundError(f"{NOT_THERE}{uri} (on {socket.gethostname()}, working directory {os.getcwd()})")
+        _OPENED[uri] = filesystem, path
     return _OPENED[uri]
 
 

@@ -38,6 +38,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pulsarlab.errors import PulsarlabError
 from pulsarlab.history import SCHEMA
 from pulsarlab.history.location import as_uri, local_path
 from pulsarlab.history.manifest import VERDICT_FILE
@@ -48,7 +49,7 @@ from pulsarlab.verify.dims import MAX_CLUSTERS, base_topic, column_range
 from pulsarlab.verify.events import NO_SEQ, Context, Unit
 from pulsarlab.verify.evidence import replication_targets
 from pulsarlab.verify.model import CHECKS, MAX_EXAMPLES, Check, Expectations, Verdict
-from pulsarlab.verify.parts import unreadable_in
+from pulsarlab.verify.parts import missing_on_executor, unreadable_in
 from pulsarlab.verify.plan import BY_CLUSTER_SEP, Example, Plan, add_found
 from pulsarlab.verify.reconcile import Reconciled, reconcile
 from pulsarlab.verify.session import SPARK_LOG_NAME, spark_session
@@ -117,6 +118,8 @@ def verify(
                 break
             except Exception as exc:  # a map task could not read a part: judged again without it
                 part = unreadable_in(exc)
+                if part is None and (missing := missing_on_executor(exc)) is not None:
+                    raise PulsarlabError(missing) from None  # exit 1: the work could not be done
                 if part is None or part.path in history.left_out:
                     raise
             history = reconcile(dirs, {**history.left_out, part.path: part.why})

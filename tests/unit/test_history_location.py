@@ -6,13 +6,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
 from pulsarlab.cli import app
 from pulsarlab.history.location import LocationError, as_uri, check_folder, local_path, open_location, push, shown
-from tests.cluster.handmade import handmade_history
+from tests.cluster.handmade import PRODUCER, handmade_history
 
 runner = CliRunner()
 
@@ -95,3 +96,27 @@ def test_a_misspelt_file_uri_gets_the_answer_a_misspelt_path_gets(tmp_path: Path
     result = runner.invoke(app, ["verify", (tmp_path / "runs" / "ordrs").as_uri()])
     assert result.exit_code == 2
     assert result.stderr.strip().endswith(f"did you mean {tmp_path / 'runs' / 'orders'}?")
+
+
+def test_a_part_an_executor_cannot_find_is_named_as_such_not_as_damaged(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The map task's own body (what each executor runs), given a part's URI its host does not have:
+    the driver says where the history must be instead of calling the part truncated."""
+    from pulsarlab.verify.events import Context, Unit, read_units
+    from pulsarlab.verify.parts import missing_on_executor, unreadable_in
+
+    run = handmade_history(tmp_path / "run", messages=10)
+    monkeypatch.chdir("/")
+    ctx = Context((PRODUCER,), ("eu",), (("eu", "audit"),), ("c0",), True)
+    part = run / "producer-p0.parquet"
+    found = list(read_units([Unit(part.as_uri(), (0,), ("producer", "seq"), "send")], ctx,
+                            iter([pa.record_batch({"id": [0]})])))
+    assert sum(b.num_rows for b in found) > 0  # from another working directory, by its URI
+    gone = (tmp_path / "elsewhere" / "producer-p0.parquet").as_uri()
+    with pytest.raises(FileNotFoundError) as caught:
+        list(read_units([Unit(gone, (0,), ("producer", "seq"), "send")], ctx, iter([pa.record_batch({"id": [0]})])))
+    assert unreadable_in(caught.value) is None
+    assert missing_on_executor(caught.value) == (
+        f"a Spark executor found no history part {gone}, which the driver read: on a cluster of several hosts the "
+        "history must be at the same path on every host (a shared mount) or in a store every host reaches "
+        "(docs/verify.md)")
