@@ -451,6 +451,22 @@ def workload_run(
         )
 
 
+def _history_folder(location: str | Path) -> Path:
+    """The folder of a history location on this machine (absolute), or a usage error naming it: a
+    scheme Arrow cannot open, a store it cannot reach, or a history not on a file system here."""
+    from pulsarlab.history import not_a_history
+    from pulsarlab.history.location import LocationError, check_folder, is_local, local_path
+
+    if not is_local(location):  # a LocationError is a usage error: one line, exit code 2
+        raise LocationError(check_folder(location) or (
+            f"{location}: verify reads a history on this machine's file system (a path or file:// URI); "
+            "copy it here first (pyarrow.fs.copy_files), see docs/verify.md"))
+    folder = local_path(location)
+    if not folder.is_dir():
+        raise UsageError(not_a_history(folder) or f"no history folder {folder}")
+    return folder
+
+
 def _scheduled(schedule: Scheduler, tick, before_read: Callable[[], object] | None):
     """``tick`` and ``before_read`` of a run with ``schedule``: it starts at the first acknowledged
     send and is finished before storage is read back."""
@@ -468,7 +484,7 @@ def _scheduled(schedule: Scheduler, tick, before_read: Callable[[], object] | No
 
 
 def verify_history(
-    directories: list[Path],
+    directories: Sequence[str | Path],
     master: str | None = None,
     expectations: Path | None = None,
     out: Path | None = None,
@@ -478,13 +494,12 @@ def verify_history(
     progress: Reporter = NO_PROGRESS,
 ):
     """Run the PySpark verifier over one or several history folders judged as one (Spark is
-    imported only here: it is slow to load)."""
+    imported only here: it is slow to load). A folder is a path or a URI (``file:///abs``...):
+    paths are made absolute here, so the executors find it from any working directory."""
     from pulsarlab.history import not_a_history
     from pulsarlab.verify.model import Expectations
 
-    for d in directories:
-        if not d.is_dir():
-            raise UsageError(not_a_history(d) or f"no history folder {d}")
+    folders = [_history_folder(d) for d in directories]
     if expectations is not None and not expectations.is_file():
         raise UsageError(f"no expectations file {expectations}")
     try:
@@ -494,13 +509,13 @@ def verify_history(
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UsageError(f"expectations file {expectations}: {first}") from None
-    for d in directories:  # before Spark starts: a folder that is no history is a usage error
+    for d in folders:  # before Spark starts: a folder that is no history is a usage error
         if (problem := not_a_history(d)) is not None:
             raise UsageError(problem)
     from pulsarlab.verify import verify  # only now: importing it loads PySpark
 
     return verify(
-        directories, master=master, expect=expect, out=out, driver_memory=driver_memory, executor_python=executor_python,
+        folders, master=master, expect=expect, out=out, driver_memory=driver_memory, executor_python=executor_python,
         progress=progress,
     )
 

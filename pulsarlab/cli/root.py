@@ -15,6 +15,7 @@ from pulsarlab.cli import (
     chaos,
     cluster,
     compose,
+    history,
     hosts,
     images,
     inspect,
@@ -54,8 +55,8 @@ def root(
 ) -> None:
     """Real Apache Pulsar clusters as code."""
 
-for group in (cluster, chaos, workload, monitoring, compose, verify, inspect, inventory, hosts, images, tools, security, report,
-              scenario, upgrade):
+for group in (cluster, chaos, workload, monitoring, compose, verify, history, inspect, inventory, hosts, images, tools, security,
+              report, scenario, upgrade):
     group.register(app)
 
 

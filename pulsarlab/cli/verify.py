@@ -20,7 +20,8 @@ else:  # loaded on first use: a command pays only for what it runs
 
 
 def verify_cmd(
-    directories: Annotated[list[Path], typer.Argument(help="history folders written by 'workload run', judged as one")],
+    directories: Annotated[list[str], typer.Argument(
+        help="history folders written by 'workload run', judged as one: paths or file:// URIs", metavar="DIR|URI...")],
     as_json: JsonOpt = False,
     master: Annotated[str | None, typer.Option(help="Spark master URL (default local[*])")] = None,
     expect: Annotated[Path | None, typer.Option(help="YAML/JSON of the checks allowed to be non-zero")] = None,

@@ -24,13 +24,16 @@ An ack whose ``type`` is ``fail`` is not an acknowledgement: it becomes op code 
 
 from __future__ import annotations
 
+import os
 import re
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 SEQ_BITS = 40  # a message is producer index << 40 | seq
@@ -45,6 +48,7 @@ SID_MASK = (1 << (CONSUMER_SHIFT - SID_SHIFT)) - 1
 BATCH_ROWS = 1 << 18  # rows encoded (and handed to Spark) at a time
 NULL_HASH = 42  # the hash of a null string (as Spark's xxhash64 of null: its seed)
 UNREADABLE = "pulsarlab: cannot read history part "  # starts the error of a map task that could not read a part
+NOT_THERE = "pulsarlab: no history part on this executor: "  # + the URI the driver read and the executor cannot find
 _PARTITION = re.compile(r"-partition-([0-9]{1,9})$")
 _M0, _M1, _M2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
 
@@ -135,7 +139,7 @@ class Context:
 class Unit:
     """Some row groups of one part file, read by one task."""
 
-    path: str
+    path: str  # a URI (file:///abs/..., s3://...): the executor's working directory means nothing
     row_groups: tuple[int, ...]
     columns: tuple[str, ...]
     op: str | None  # the op of every row when the file holds one kind only and has no op column read
@@ -249,17 +253,33 @@ def encode(batch: pa.RecordBatch, ctx: Context, op: str | None = None) -> pa.Rec
     return pa.record_batch({**key, "tag": tag, "a": a, "b": b, "c": column("publish_ts"), "d": d})
 
 
+_OPENED: dict[str, tuple[Any, str]] = {}  # a part's URI -> (file system, path in it), per executor process
+
+
+def open_uri(uri: str) -> tuple[Any, str]:
+    """``(pyarrow file system, path in it)`` of a part's URI, on the executor: the driver made
+    every path absolute and a URI, so nothing depends on this process's working directory.
+    Each URI is resolved once per process (a unit is a few row groups: a file has several)."""
+    if uri not in _OPENED:
+        filesystem, path = pafs.FileSystem.from_uri(uri)
+        if filesystem.get_file_info(path).type == pafs.FileType.NotFound:  # the driver read it: not this host's
+            raise FileNotFoundError(f"{NOT_THERE}{uri} (on {socket.gethostname()}, working directory {os.getcwd()})")
+        _OPENED[uri] = filesystem, path
+    return _OPENED[uri]
+
+
 def read_units(units: list[Unit], ctx: Context, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Every event of the units whose numbers arrive in ``ids`` (``spark.range`` batches)."""
     for ids_batch in ids:
         for i in ids_batch.column(0).to_pylist():
             unit = units[i]
+            filesystem, path = open_uri(unit.path)  # a store this host cannot open is no part's fault
             pf = None
             for rg in unit.row_groups:
                 try:  # page checksums verified: a damaged page is an error here, not wrong values
                     if pf is None:
-                        pf = pq.ParquetFile(unit.path, read_dictionary=[c for c in unit.columns if c in _DICTIONARY],
-                                            page_checksum_verification=True)
+                        pf = pq.ParquetFile(path, filesystem=filesystem, page_checksum_verification=True,
+                                            read_dictionary=[c for c in unit.columns if c in _DICTIONARY])
                     table = pf.read_row_group(rg, columns=list(unit.columns), use_threads=False)
                 except (OSError, ValueError) as exc:  # the driver finds the part named in this text
                     why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

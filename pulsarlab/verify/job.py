@@ -38,7 +38,9 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pulsarlab.errors import PulsarlabError
 from pulsarlab.history import SCHEMA
+from pulsarlab.history.location import as_uri, local_path
 from pulsarlab.history.manifest import VERDICT_FILE
 from pulsarlab.progress import NO_PROGRESS, Reporter
 from pulsarlab.verify import aggregate, checks, exchange, merge, plan
@@ -47,7 +49,7 @@ from pulsarlab.verify.dims import MAX_CLUSTERS, base_topic, column_range
 from pulsarlab.verify.events import NO_SEQ, Context, Unit
 from pulsarlab.verify.evidence import replication_targets
 from pulsarlab.verify.model import CHECKS, MAX_EXAMPLES, Check, Expectations, Verdict
-from pulsarlab.verify.parts import unreadable_in
+from pulsarlab.verify.parts import missing_on_executor, unreadable_in
 from pulsarlab.verify.plan import BY_CLUSTER_SEP, Example, Plan, add_found
 from pulsarlab.verify.reconcile import Reconciled, reconcile
 from pulsarlab.verify.session import SPARK_LOG_NAME, spark_session
@@ -74,7 +76,7 @@ for _module in (ev, plan, aggregate, checks, exchange):  # executors need pyarro
 
 
 def verify(
-    directories: str | Path | Sequence[str | Path],
+    directories: str | Path | Sequence[str | Path],  # paths or file:// URIs
     master: str | None = None,
     expect: Expectations | None = None,
     out: str | Path | None = None,
@@ -86,12 +88,16 @@ def verify(
     """Check one run's history, or several judged as one, and write the verdict (Spark settings:
     :func:`spark_session`; its stages reported to ``progress``).
 
+    A history location is a path or a ``file://`` URI; paths are made absolute here and the
+    executors open each part by its ``file://`` URI (see :mod:`pulsarlab.history.location`).
+
     The verdict goes to ``out`` if given, else to ``verdict.json`` in the one directory (several
     directories and no ``out``: it is only returned). A Spark JVM started here writes its log to
     ``spark.log`` beside the verdict (beside the first directory when there is no verdict file).
     """
     started = time.monotonic()
-    dirs = [Path(directories)] if isinstance(directories, str | Path) else [Path(d) for d in directories]
+    given = [directories] if isinstance(directories, str | Path) else list(directories)
+    dirs = [local_path(d) for d in given]  # absolute: executors run in other working directories
     if not dirs:
         raise ValueError("no history directory given")
     for d in dirs:
@@ -112,6 +118,8 @@ def verify(
                 break
             except Exception as exc:  # a map task could not read a part: judged again without it
                 part = unreadable_in(exc)
+                if part is None and (missing := missing_on_executor(exc)) is not None:
+                    raise PulsarlabError(missing) from None  # exit 1: the work could not be done
                 if part is None or part.path in history.left_out:
                     raise
             history = reconcile(dirs, {**history.left_out, part.path: part.why})
@@ -158,7 +166,7 @@ class _Job:
                 group.append(rg)
                 count += meta.row_group(rg).num_rows
                 if count >= target or rg == meta.num_row_groups - 1:
-                    out.append(Unit(path, tuple(group), columns, op))
+                    out.append(Unit(as_uri(path), tuple(group), columns, op))
                     group, count = [], 0
         return out
 
@@ -205,7 +213,7 @@ class _Job:
     def anonymous_deliveries(self) -> DataFrame:
         """Stored or delivered messages that carry no producer/seq: unexpected by definition."""
         files = [f for ops, fs in self.d.files.items() if ops & {"receive", "read"} for f in fs]
-        rows = self.spark.read.schema(SPARK_SCHEMA).parquet(*files)
+        rows = self.spark.read.schema(SPARK_SCHEMA).parquet(*map(as_uri, files))  # absolute: read on the executors
         rows = rows.filter(F.col("producer").isNull() & F.col("op").isin("receive", "read"))
         rows = rows.withColumns({"cluster": F.coalesce("cluster", F.lit("")), "topic": F.coalesce("topic", F.lit(""))})
         rows = rows.dropDuplicates(["cluster", "topic", "message_id"]).withColumn("pidx", F.lit(None).cast("long"))

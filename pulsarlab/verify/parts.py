@@ -15,12 +15,14 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pulsarlab.history.location import local_path
 from pulsarlab.history.schema import OPS, REQUIRED_COLUMNS, SCHEMA
-from pulsarlab.verify.events import UNREADABLE
+from pulsarlab.verify.events import NOT_THERE, UNREADABLE
 
 _UNREADABLE_AT = re.compile(re.escape(UNREADABLE) + r"(?P<path>.+?) \((?P<why>[^\n]*)\)")
 # Spark's own Parquet reader (the scan of deliveries without a producer) names the file it failed on
 _SPARK_READ_FAILED = re.compile(r"\[FAILED_READ_FILE[.\w]*\] Encountered error while reading file (?P<uri>\S+?)\.?\s")
+_NOT_THERE_AT = re.compile(re.escape(NOT_THERE) + r"(?P<uri>\S+)")
 _CAUSE = re.compile(r"Caused by: (?P<cause>[^\n]+)")
 
 
@@ -47,11 +49,21 @@ def unreadable_in(exc: BaseException) -> UnreadablePart | None:
     arrives as text inside Spark's own exception); None when the failure is something else."""
     text = str(exc)
     if found := _UNREADABLE_AT.search(text):
-        return UnreadablePart(found["path"], found["why"])
+        return UnreadablePart(local_path(found["path"]), found["why"])  # map tasks name parts by URI
     if found := _SPARK_READ_FAILED.search(text):
         cause = _CAUSE.search(text, found.end())
         path = unquote(urlparse(found["uri"]).path)
         return UnreadablePart(path, f"Spark could not read it: {cause['cause'] if cause else 'no cause given'}")
+    return None
+
+
+def missing_on_executor(exc: BaseException) -> str | None:
+    """One line when a failed Spark job's executor found no file where the driver read a part (a
+    cluster whose hosts do not share the history's folder); None when the failure is another."""
+    if found := _NOT_THERE_AT.search(str(exc)):
+        return (f"a Spark executor found no history part {found['uri']}, which the driver read: on a cluster of "
+                "several hosts the history must be at the same path on every host (a shared mount) or in a store "
+                "every host reaches (docs/verify.md)")
     return None
 
 

@@ -30,15 +30,17 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalo
         yield cluster
 
 
-def verify_cli(directory: Path, master: str) -> tuple[int, dict[str, Any]]:
-    """Run the CLI in its own process (a fresh Spark session on exactly this master); its verdict.json."""
+def verify_cli(directory: Path, master: str, given: str | None = None, cwd: Path = REPO) -> tuple[int, dict[str, Any]]:
+    """Run the CLI in its own process (a fresh Spark session on exactly this master), from ``cwd``,
+    naming the history ``given`` (a relative path, a URI; default: its absolute path); its verdict.json."""
     (directory / VERDICT_FILE).unlink(missing_ok=True)
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "pulsarlab.cli", "verify", "--json", "--master", master, "--driver-memory", "1g", str(directory)],
-        cwd=REPO, capture_output=True, text=True, timeout=VERIFY_TIMEOUT,
+        [sys.executable, "-m", "pulsarlab.cli", "verify", "--json", "--master", master, "--driver-memory", "1g",
+         given or str(directory)],
+        cwd=cwd, capture_output=True, text=True, timeout=VERIFY_TIMEOUT,
     )
-    print(f"verify {directory.name} on {master}: {time.monotonic() - started:.1f} s")
+    print(f"verify {given or directory.name} on {master}: {time.monotonic() - started:.1f} s")
     verdict = directory / VERDICT_FILE
     assert done.returncode in (0, 1) and verdict.exists(), done.stdout[-3000:] + done.stderr[-5000:]
     return done.returncode, json.loads(verdict.read_text())
@@ -68,6 +70,27 @@ def test_standalone_cluster_gives_the_local_verdict(spark_cluster: StandaloneClu
     assert [a["name"] for a in apps] == ["pulsarlab-verify"], apps
     executor_logs = list(spark_cluster.root.glob(f"worker-*/{apps[0]['id']}/*/stderr"))
     assert len(executor_logs) == 2, executor_logs  # one executor per worker, each with its single core
+
+
+def test_a_relative_folder_and_a_file_uri_give_the_local_verdict(spark_cluster: StandaloneCluster, tmp_path: Path) -> None:
+    """The driver runs in ``tmp_path`` and is given ``runs/a``; the executors run in the workers' own
+    folders (under the cluster's root, elsewhere): they open the parts by the absolute URIs the
+    driver made, so the verdict is the one ``local[2]`` gives. The same for a ``file://`` URI."""
+    history = handmade_history(tmp_path / "runs" / "a", messages=60, lose=13)
+    local_rc = verify(history, master="local[2]").exit_code
+    local = json.loads((history / VERDICT_FILE).read_text())
+    assert local_rc == 1 and next(c for c in local["checks"] if c["name"] == "lost")["count"] == 1
+    assert spark_cluster.root is not None and tmp_path not in spark_cluster.root.parents
+
+    before = {app["id"] for app in spark_cluster.state()["completedapps"]}
+    for given in ("runs/a", history.as_uri()):
+        rc, remote = verify_cli(history, spark_cluster.master_url, given=given, cwd=tmp_path)
+        assert (rc, judged(remote)) == (local_rc, judged(local)), given
+    apps = [a for a in spark_cluster.state()["completedapps"] if a["id"] not in before]
+    assert len(apps) == 2, apps  # both ran on the cluster, not in a local fallback
+    # the executors' working directories: the workers' own, not the driver's
+    executor_dirs = [p.parent for a in apps for p in spark_cluster.root.glob(f"worker-*/{a['id']}/*/stderr")]
+    assert executor_dirs and not [d for d in executor_dirs if d == tmp_path or tmp_path in d.parents]
 
 
 def test_stop_ends_every_process_it_started(tmp_path: Path) -> None:

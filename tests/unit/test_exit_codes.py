@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 import pulsarlab.admin.client
 import pulsarlab.admin.metrics
 import pulsarlab.admin.reconcile
+import pulsarlab.history.location
 import pulsarlab.monitoring.prometheus
 import pulsarlab.report.rundir
 import pulsarlab.scenarios.model  # noqa: F401 - each defines an error class the table must cover
@@ -31,7 +32,7 @@ DOCUMENTED = {
     "PortInUseError": 1, "NodeStartError": 1, "ProcessFailedError": 1, "DockerClientMissingError": 1,
     "DockerEngineError": 1, "ComposePluginMissingError": 1, "ImageMissingError": 1, "ImageBuildError": 1,
     "AdminError": 1, "MetricsError": 1, "DriftError": 1, "MonitoringError": 1, "ReportInputError": 1,
-    "UsageError": 2, "TopologyError": 2, "ScenarioError": 2,
+    "UsageError": 2, "TopologyError": 2, "ScenarioError": 2, "LocationError": 2,
     "Inconclusive": 3,
 }
 
