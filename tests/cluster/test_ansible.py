@@ -175,7 +175,8 @@ def test_a_scenario_and_node_commands_act_on_the_hosts(configured: Deployed, tmp
     p = verdicts["sync-partition"]
     assert [(f["fault"], f["outcome"]) for f in p["faults"]] == [("partition eu us", "ok"), ("heal", "ok")], p["faults"]
     assert rules_on_hosts(configured) == {}
-    assert all(configured.pids().values())  # each run's end started again what its faults stopped
+    pids = configured.pids()  # each run's end started again what its faults stopped (bk3-eu: not deployed yet)
+    assert all(pid for name, pid in pids.items() if name != NEW_BOOKIE["name"]), pids
 
     unit = ["exec", configured.hosts.name("pulsar2-us"), "systemctl", "is-active", "pulsar-pulsar2-us"]
     assert pulsarlab_cli(configured, "node", "kill", "pulsar2-us", "--state-dir", state).returncode == 0
