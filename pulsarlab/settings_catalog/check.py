@@ -35,7 +35,8 @@ _BROKER: dict[str, str] = {
     **dict.fromkeys(("tlsCertificateFilePath", "tlsKeyFilePath", "tlsTrustCertsFilePath", "brokerClientTlsEnabled",
                      "brokerClientTrustCertsFilePath", "authenticationEnabled", "authenticationProviders",
                      "tokenSecretKey", "tokenPublicKey", "authorizationEnabled", "superUserRoles",
-                     "brokerClientAuthenticationPlugin", "brokerClientAuthenticationParameters"), _SECURE),
+                     "brokerClientAuthenticationPlugin", "brokerClientAuthenticationParameters",
+                     "anonymousUserRole"), _SECURE),
     **dict.fromkeys(("managedLedgerDefaultEnsembleSize", "managedLedgerDefaultWriteQuorum",
                      "managedLedgerDefaultAckQuorum"), _QUORUM),
     **dict.fromkeys(("bookkeeperClientRackawarePolicyEnabled", "bookkeeperClientRegionawarePolicyEnabled",
@@ -52,6 +53,7 @@ _BOOKIE: dict[str, str] = {
     **dict.fromkeys(("metadataServiceUri", "zkServers", "zkLedgersRootPath"), _METADATA),
     **dict.fromkeys(("ensemblePlacementPolicy", "reppDnsResolverClass"), _RACKS),
     "journalSyncData": _FSYNC,
+    "httpServerEnabled": "pulsarlab knows a bookie is ready, and reads its state, through its HTTP server",
 }
 _ZOOKEEPER: dict[str, str] = {
     **dict.fromkeys(("dataDir", "dataLogDir"), _DISKS),

@@ -202,3 +202,36 @@ def test_validate_checks_the_settings_and_exits_2(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(spec(config={"broker": {"numIOThreads": "x"}})))
     result = runner.invoke(app, ["validate", str(path)])
     assert result.exit_code == 2 and "config.broker.numIOThreads" in result.output
+
+
+# the keys pulsarlab's templates set that a topology may override: its defaults for a small machine
+TUNED = {
+    "broker": {"brokerShutdownTimeoutMs", "enableReplicatedSubscriptions", "functionsWorkerEnabled",
+               "loadBalancerOverrideBrokerNicSpeedGbps", "managedLedgerCacheSizeMB", "metadataStoreSessionTimeoutMillis",
+               "numExecutorThreadPoolSize", "numHttpServerThreads", "numIOThreads", "tlsAllowInsecureConnection",
+               "tlsRequireTrustedClientCertOnConnect", "webSocketServiceEnabled"},
+    "bookie": {"autoRecoveryDaemonEnabled", "dbStorage_readAheadCacheMaxSizeMb", "dbStorage_rocksDB_blockCacheSize",
+               "dbStorage_writeCacheMaxSizeMb", "diskUsageLwmThreshold", "diskUsageThreshold", "diskUsageWarnThreshold",
+               "lockReleaseOfFailedLedgerGracePeriod", "lostBookieRecoveryDelay", "zkTimeout"},
+    "zookeeper": set(),
+}
+
+
+@pytest.mark.parametrize("builtin", ["smoke", "sync"])
+def test_every_key_the_templates_set_is_owned_or_a_tunable_default(tmp_path: Path, builtin: str,
+                                                                     dist: distribution.Distribution) -> None:
+    # a key added to templates/ must be decided: pulsarlab's own (refused, with the reason) or a default one may override
+    from pulsarlab.render import parse_properties
+    from pulsarlab.settings_catalog import OWNED
+    from pulsarlab.topology import Security
+    from pulsarlab.topology import load as load_builtin
+
+    topo = load_builtin(builtin)
+    topo.security = Security()  # the secure profile's keys too
+    for node in topo.nodes:
+        text = next(iter(render_node(topo, node, node_dirs(tmp_path, node)).values()))
+        role = node.role.value
+        assert set(parse_properties(text)) - set(OWNED[role]) <= TUNED[role], node.name
+    catalog = load(dist.home, dist.version)
+    for role, owned in OWNED.items():  # and every owned key is one the release knows (no typo in the list)
+        assert [k for k in owned if k not in catalog.roles[role].types and not k.startswith("metricsProvider.")] == []
