@@ -98,12 +98,14 @@ def effective_config(levels: list[Level], role: str) -> dict[str, Setting]:
     return out
 
 
-JVM_OPTION = re.compile(r"-(D[^=\s]+|XX:[+-]?[A-Za-z0-9_]+|X[a-z]+|-?[A-Za-z][\w.-]*)")
+JVM_OPTION = re.compile(r"-(D[^=\s]+|XX:[+-]?[A-Za-z0-9_]+|Xm[sxn]|Xss)")
 
 
 def jvm_option_key(option: str) -> str:
     """What a JVM option sets, so that a later level's option replaces an earlier one's:
-    ``-Dname``, ``-XX:Name`` (``+``/``-``/``=`` alike), ``-Xss`` (the letters of an ``-X`` flag)."""
+    ``-Dname``, ``-XX:Name`` (``+``/``-``/``=`` alike), ``-Xss``/``-Xmx``/``-Xms``/``-Xmn``; any
+    other option (``--add-opens=...``, ``-javaagent:...``, ``-Xlog:...``) is its own whole text,
+    since it may be given several times."""
     m = JVM_OPTION.match(option.strip())
     if not m:
         return option.strip()

@@ -235,3 +235,15 @@ def test_every_key_the_templates_set_is_owned_or_a_tunable_default(tmp_path: Pat
     catalog = load(dist.home, dist.version)
     for role, owned in OWNED.items():  # and every owned key is one the release knows (no typo in the list)
         assert [k for k in owned if k not in catalog.roles[role].types and not k.startswith("metricsProvider.")] == []
+
+
+@pytest.mark.parametrize(("option", "key"), [
+    ("-Dmy.property=1", "-Dmy.property"), ("-XX:+UseNUMA", "-XX:UseNUMA"), ("-XX:-UseNUMA", "-XX:UseNUMA"),
+    ("-XX:MaxGCPauseMillis=50", "-XX:MaxGCPauseMillis"), ("-Xss512k", "-Xss"),
+    ("--add-opens=java.base/java.nio=ALL-UNNAMED", "--add-opens=java.base/java.nio=ALL-UNNAMED"),  # may repeat
+    ("-Xlog:gc", "-Xlog:gc"),
+])
+def test_a_jvm_option_replaces_one_that_sets_the_same_thing(option: str, key: str) -> None:
+    from pulsarlab.topology.settings import jvm_option_key
+
+    assert jvm_option_key(option) == key
