@@ -243,13 +243,11 @@ def explain_node(topology: str, node: str, dist: str | None = None, secure: bool
     return rendering.explain_node(topo, target, resolved.conf)
 
 
-def check_settings(topology: str, dist: str | None = None, warn: Say = _quiet) -> Topology:
-    """A topology file loaded and, when it sets server settings, checked against the distribution."""
-    topo = load_topology(topology)
+def check_settings(topo: Topology, dist: str | None = None, warn: Say = _quiet) -> None:
+    """When ``topo`` sets server settings, check them against the distribution (``validate``)."""
     if needs_catalog(topo):
         resolved = distribution.resolve(dist)
         check_topology(topo, resolved.home, resolved.version, warn)
-    return topo
 
 
 def load_topology(topology: str, secure: bool = False, loopback: bool = True) -> Topology:

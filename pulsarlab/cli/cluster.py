@@ -60,9 +60,11 @@ def validate(
         from pulsarlab.scenarios.model import load as load_scenario
 
         sc = load_scenario(str(file))
-        kind, name = "scenario", sc.name
+        kind, name, topo = "scenario", sc.name, sc.topology_model()
     else:
-        kind, name = "topology", ops.check_settings(str(file), distribution, warn=_warn).name
+        topo = ops.load_topology(str(file))
+        kind, name = "topology", topo.name
+    ops.check_settings(topo, distribution, warn=_warn)
     if as_json:
         print(json.dumps({"file": str(file), "kind": kind, "name": name, "valid": True}))
     else:

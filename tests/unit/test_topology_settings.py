@@ -247,3 +247,20 @@ def test_a_jvm_option_replaces_one_that_sets_the_same_thing(option: str, key: st
     from pulsarlab.topology.settings import jvm_option_key
 
     assert jvm_option_key(option) == key
+
+
+def test_up_refuses_a_mistyped_setting_before_anything_starts(tmp_path: Path) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(spec(config={"broker": {"numIOThreads": "many"}}, address_prefix="127.61")))
+    result = runner.invoke(app, ["up", "--topology", str(path), "--state-dir", str(tmp_path / "state")])
+    assert result.exit_code == 2 and "config.broker.numIOThreads: 'many' is not an integer" in result.output
+    assert not (tmp_path / "state" / "nodes").exists()
+
+
+def test_validate_checks_a_scenarios_topology_settings_too(tmp_path: Path) -> None:
+    topo = tmp_path / "t.yaml"
+    topo.write_text(yaml.safe_dump(spec(config={"broker": {"numIOThread": 2}})))
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump({"name": "s", "topology": str(topo), "workload": {"duration": 5}}))
+    result = runner.invoke(app, ["validate", str(scenario)])
+    assert result.exit_code == 2 and "did you mean numIOThreads" in result.output, result.output
