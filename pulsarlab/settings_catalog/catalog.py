@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,7 +141,7 @@ def load(home: Path, version: str) -> Catalog:
         pass
     catalog = build(home, version)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")  # test workers may read the same release at once
     tmp.write_text(json.dumps({"format": FORMAT, "version": version, "roles": {
         r: {"types": c.types, "shipped": c.shipped, "complete": c.complete} for r, c in catalog.roles.items()}}))
     tmp.replace(path)
