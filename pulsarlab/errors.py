@@ -61,9 +61,10 @@ class TopologyError(PulsarlabError):
 
     @classmethod
     def of(cls, problems: list[TopologyError]) -> TopologyError:
-        """One error naming every problem found (the first one's field and rule as its own)."""
-        first, *rest = problems
-        return cls(first.field, first.rule, rest)
+        """One error naming every problem found (the first one's field and rule as its own); an
+        error that already names several brings each of them."""
+        (field, rule), *rest = [pair for e in problems for pair in e.problems]
+        return cls(field, rule, [cls(f, r) for f, r in rest])
 
 
 class DistributionError(PulsarlabError):

@@ -26,6 +26,7 @@ from pulsarlab.runtime import ATTACHED, RUNTIMES, new_deployment, open_deploymen
 from pulsarlab.runtime.external import ExternalCluster
 from pulsarlab.runtime.roundtrip import roundtrip
 from pulsarlab.runtime.state import ClusterState, known_state_dirs
+from pulsarlab.settings_catalog import check_topology, needs_catalog
 from pulsarlab.timeouts import timeout
 from pulsarlab.topology import (
     Role,
@@ -94,19 +95,23 @@ def _runtime_options(runtime: str, image: str | None, build: bool = True) -> dic
 
 def render_topology(
     topology: str, out_dir: Path, runtime: str = "local", dist: str | None = None, image: str | None = None,
-    secure: bool = False,
+    secure: bool = False, warn: Say = _quiet,
 ) -> list[Path]:
     """Every node's configuration, for ``runtime``: local or docker (paths as that runtime runs
-    them; docker adds the compose file), or ansible (an inventory and each host's files)."""
+    them; docker adds the compose file), or ansible (an inventory and each host's files). The
+    topology's settings are checked against the distribution first (``warn``: what is only warned of)."""
     if runtime != "ansible":
         _runtime_options(runtime, image)
     elif image is not None:
         raise UsageError("--image is for the docker runtime (asked for ansible)")
     topo = load_topology(topology, secure, loopback=runtime != "ansible")  # Ansible's hosts are real machines
-    # hosts get every shipped default too (the distribution's conf/ as the base), from the distribution they install
+    # hosts get every shipped default too (the distribution's conf/ as the base), from the distribution they install;
+    # a topology's own settings are checked against the distribution's (before anything is written)
     version = topo.pulsar_version or distribution.DEFAULT_VERSION  # the topology's release, if it names one
-    resolved = distribution.resolve(dist, version=version) if dist or runtime == "ansible" else None
-    base = resolved.conf if resolved else None
+    resolved = distribution.resolve(dist, version=version) if dist or runtime == "ansible" or needs_catalog(topo) else None
+    if resolved:
+        check_topology(topo, resolved.home, resolved.version, warn)
+    base = resolved.conf if resolved and (dist or runtime == "ansible") else None
     if runtime == "ansible":
         from pulsarlab.ansible.inventory import render_ansible
 
@@ -141,13 +146,16 @@ def up(
     topology: str, runtime: str = "local", state_dir: Path | None = None, dist: str | None = None, say: Say = _quiet,
     apply: bool = True, image: str | None = None, secure: bool = False, bind: str | None = None, build: bool = True,
     pulsar_version: str | None = None,
+    warn: Say | None = None,
 ) -> tuple[UpResult, NodeControl]:
     """Bring the topology up. On a cluster already running, nothing starts; its differences from
     the topology are fixed if ``apply``, else only reported (``result.drift``). ``image``: the
     docker runtime's Pulsar image (default: the one ``pulsarlab image build`` makes). ``secure``:
     the secure profile's defaults for a topology without a ``security:`` section. ``bind``: the
     one broker's address (:func:`pulsarlab.topology.bound_to`). ``pulsar_version``: the release to
-    run (default: the topology's ``pulsar_version``, else a re-run's recorded one, else pulsarlab's)."""
+    run (default: the topology's ``pulsar_version``, else a re-run's recorded one, else pulsarlab's).
+    The topology's settings are checked against that distribution before anything starts (``warn``:
+    what is only warned of; default ``say``)."""
     options = _runtime_options(runtime, image, build)
     topo = load_topology(topology, secure)
     if bind is not None:
@@ -167,6 +175,8 @@ def up(
     version = pulsar_version or topo.pulsar_version or (previous.version if previous else "") or distribution.DEFAULT_VERSION
     resolved = distribution.resolve(dist, version=version, progress=reporter_of(say))
     say(f"Pulsar {resolved.version} from {resolved.home} (Java {resolved.java.major})")
+    # refused before anything starts
+    check_topology(topo, resolved.home, resolved.version, warn or (lambda text: say(f"warning: {text}")))
     cluster = node_control(new_deployment(topo, state_dir, runtime, say, dist=resolved, **options), "up")
     # the rack map goes into the metadata store before any broker starts, so every broker starts
     # knowing its region (none needs a restart) and all of them start at once; configure runs as
@@ -226,6 +236,27 @@ def seed_racks(cluster: Endpoints) -> None:
     """Write the topology's rack map into the metadata store (before the brokers start)."""
     with reporter_of(cluster.say).step("racks", "rack map into the metadata store", "writing", "written"):
         racks.write_rack_maps(cluster)
+
+
+def explain_node(topology: str, node: str, dist: str | None = None, secure: bool = False,
+                 warn: Say = _quiet) -> list[rendering.Explained]:
+    """Each effective value of ``node`` and its origin (``render --explain``), the topology's
+    settings checked against the distribution (its shipped files are the defaults shown)."""
+    topo = load_topology(topology, secure)
+    try:
+        target = topo.node(node)
+    except KeyError:
+        raise UsageError(f"no node {node!r} in {topo.name} (nodes: {', '.join(n.name for n in topo.nodes)})") from None
+    resolved = distribution.resolve(dist)
+    check_topology(topo, resolved.home, resolved.version, warn)
+    return rendering.explain_node(topo, target, resolved.conf)
+
+
+def check_settings(topo: Topology, dist: str | None = None, warn: Say = _quiet) -> None:
+    """When ``topo`` sets server settings, check them against the distribution (``validate``)."""
+    if needs_catalog(topo):
+        resolved = distribution.resolve(dist)
+        check_topology(topo, resolved.home, resolved.version, warn)
 
 
 def load_topology(topology: str, secure: bool = False, loopback: bool = True) -> Topology:

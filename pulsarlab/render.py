@@ -16,6 +16,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from pulsarlab import settings
 from pulsarlab.security.material import SECURITY_DIR, SecurityFiles
 from pulsarlab.topology import Node, Role, Topology
+from pulsarlab.topology.settings import Setting, effective_config, effective_jvm_options
 
 
 def _templates_dir() -> Path:
@@ -112,14 +113,27 @@ def merge_properties(base: str, overrides: dict[str, str], header: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_node(
-    topo: Topology, node: Node, dirs: NodeDirs, base_conf: Path | None = None, security_root: Path | None = None
-) -> dict[Path, str]:
-    """The files of one node: its server configuration and its log configuration. ``security_root``:
-    where the node finds the secure profile's material (default: ``security/`` beside ``nodes/``)."""
-    env = template_env()
+def last_wins(text: str) -> str:
+    """``text`` without the active ``key=`` lines a later line of the same key overrides (a
+    topology's setting of a key pulsarlab's template sets too: one line, the topology's)."""
+    lines = text.splitlines(keepends=True)
+    last = {k: i for i, line in enumerate(lines) if (k := _active_key(line))}
+    return "".join(line for i, line in enumerate(lines) if (k := _active_key(line)) is None or last[k] == i)
+
+
+def _active_key(line: str) -> str | None:
+    s = line.strip()
+    return s.split("=", 1)[0].strip() if s and not s.startswith("#") and "=" in s else None
+
+
+def node_settings(topo: Topology, node: Node) -> dict[str, Setting]:
+    """The ``config`` keys ``node`` gets from the topology (top level < cluster < node)."""
+    return effective_config(topo.settings_levels(node), node.role.value)
+
+
+def _context(topo: Topology, node: Node, dirs: NodeDirs, security_root: Path | None, with_settings: bool) -> dict:
     cluster = topo.cluster(node.cluster) if node.cluster else None
-    ctx = {
+    return {
         "node": node,
         "cluster": cluster,
         "address": topo.address_of(node),
@@ -133,9 +147,19 @@ def render_node(
         "log_level": "info",
         "security": topo.security,
         "sec": SecurityFiles(security_root or dirs.root.parent.parent / SECURITY_DIR),
+        "topology_settings": {k: s.text for k, s in node_settings(topo, node).items()} if with_settings else {},
     }
+
+
+def render_node(
+    topo: Topology, node: Node, dirs: NodeDirs, base_conf: Path | None = None, security_root: Path | None = None
+) -> dict[Path, str]:
+    """The files of one node: its server configuration and its log configuration. ``security_root``:
+    where the node finds the secure profile's material (default: ``security/`` beside ``nodes/``)."""
+    env = template_env()
+    ctx = _context(topo, node, dirs, security_root, with_settings=True)
     name = CONF_FILE[node.role]
-    text = env.get_template(f"{name}.j2").render(**ctx)
+    text = last_wins(env.get_template(f"{name}.j2").render(**ctx))
     if base_conf is not None and (base_conf / name).is_file():
         header = text.splitlines()[0].lstrip("# ")
         text = merge_properties((base_conf / name).read_text(), parse_properties(text), header)
@@ -143,6 +167,39 @@ def render_node(
         dirs.conf_file(node.role): text,
         dirs.conf / "log4j2.yaml": env.get_template("log4j2.yaml.j2").render(**ctx),
     }
+
+
+@dataclass(frozen=True)
+class Explained:
+    """One effective value of a node and where it came from: ``distribution`` (the release's
+    shipped file), ``pulsarlab`` (the templates), ``topology``, ``cluster NAME`` or ``node NAME``
+    (its ``config`` sections); ``file`` is the configuration file, or ``jvm`` for a JVM option."""
+
+    file: str
+    key: str
+    value: str
+    origin: str
+
+
+def explain_node(topo: Topology, node: Node, base_conf: Path | None = None) -> list[Explained]:
+    """Every key of the node's configuration file as rendered (the distribution's shipped keys
+    too when ``base_conf`` is given), then the JVM options its topology gives, each with its origin."""
+    name = CONF_FILE[node.role]
+    dirs = node_dirs(Path("."), node)
+    own = parse_properties(template_env().get_template(f"{name}.j2").render(
+        **_context(topo, node, dirs, None, with_settings=False)))
+    shipped = parse_properties((base_conf / name).read_text()) if base_conf and (base_conf / name).is_file() else {}
+    levels = node_settings(topo, node)
+    rows = []
+    for key in {**shipped, **own, **levels}:
+        if key in levels:
+            rows.append(Explained(name, key, levels[key].text, levels[key].origin))
+        elif key in own:
+            rows.append(Explained(name, key, own[key], "pulsarlab"))
+        else:
+            rows.append(Explained(name, key, shipped[key], "distribution"))
+    jvm = effective_jvm_options(topo.settings_levels(node), node.role.value)
+    return rows + [Explained("jvm", key, s.text, s.origin) for key, s in jvm.items()]
 
 
 def render(topo: Topology, out: Path, base_conf: Path | None = None) -> list[Path]:

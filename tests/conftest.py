@@ -176,22 +176,27 @@ class ClusterPool:
         self.root = Path(tempfile.mkdtemp(prefix="pulsarlab-tests-"))
         self.current: LocalCluster | None = None
         self._security: dict | None = None  # the current cluster's security section (None: open)
+        self._config: dict = {}  # the current cluster's top-level server settings (config, jvm_options)
 
-    def get(self, topology: str, secure: bool = False, security: dict | None = None) -> LocalCluster:
+    def get(self, topology: str, secure: bool = False, security: dict | None = None,
+            config: dict | None = None, jvm_options: dict | None = None) -> LocalCluster:
         """The running cluster of ``topology`` (with the secure profile if ``secure``: its defaults,
-        or the ``security`` section given); a node an earlier test left stopped is started again
-        (``up`` is idempotent: a healthy cluster is only checked)."""
+        or the ``security`` section given; with the top-level server settings ``config`` and
+        ``jvm_options``); a node an earlier test left stopped is started again (``up`` is
+        idempotent: a healthy cluster is only checked)."""
         cur = self.current
         want = (security or {}) if secure else None
-        if cur is not None and (cur.topo.name != topology or self._security != want):
+        settings = {k: v for k, v in (("config", config), ("jvm_options", jvm_options)) if v}
+        if cur is not None and (cur.topo.name != topology or self._security != want or self._config != settings):
             self.close()
         ref = topology
         prefix = os.environ.get("PULSARLAB_TEST_ADDRESS_PREFIX")  # run beside another cluster
-        if prefix or security:
-            ref = str(builtin_at(topology, prefix or "127.0", self.root, **({"security": security} if security else {})))
+        fields = {**({"security": security} if security else {}), **settings}
+        if prefix or fields:
+            ref = str(builtin_at(topology, prefix or "127.0", self.root, **fields))
         state = self.root / (f"{topology}-secure" if secure else topology)
         result, self.current = ops.up(ref, state_dir=state, say=print, secure=secure)
-        self._security = want
+        self._security, self._config = want, settings
         if not result.already_running:
             print(f"cluster pool: {topology}{' (secure)' if secure else ''} up in {result.seconds:.1f}s")
         return self.current
@@ -215,7 +220,12 @@ def cluster_pool():
 # module scope: a module's tests share one cluster; the pool switches topology between modules
 @pytest.fixture(scope="module")
 def smoke(cluster_pool: ClusterPool) -> LocalCluster:
-    return cluster_pool.get("smoke")
+    return cluster_pool.get("smoke", config=SMOKE_CONFIG, jvm_options=SMOKE_JVM_OPTIONS)
+
+
+# what client libraries' test brokers turn on; also the proof (test_smoke) that a topology's settings reach a broker
+SMOKE_CONFIG = {"broker": {"acknowledgmentAtBatchIndexLevelEnabled": True}}
+SMOKE_JVM_OPTIONS = {"broker": ["-Dpulsarlab.test.setting=from-topology"]}
 
 
 @pytest.fixture(scope="module")

@@ -40,9 +40,12 @@ def topologies(as_json: JsonOpt = False) -> None:
 def validate(
     file: Annotated[Path, typer.Argument(help="a topology or a scenario YAML file", exists=True, dir_okay=False)],
     as_json: JsonOpt = False,
+    distribution: Annotated[str | None, typer.Option(
+        help="check the topology's settings against this distribution (default: the cached release)")] = None,
 ) -> None:
     """Check a topology or a scenario file without starting anything: every rule that holds
-    before a cluster runs (a scenario's topology too).
+    before a cluster runs (a scenario's topology too). A topology that sets server settings
+    (config, jvm_options) has them checked against the Pulsar distribution's own keys and types.
 
     Exit code: 0 valid, 2 invalid (the field and the rule named)."""
     import yaml
@@ -57,9 +60,11 @@ def validate(
         from pulsarlab.scenarios.model import load as load_scenario
 
         sc = load_scenario(str(file))
-        kind, name = "scenario", sc.name
+        kind, name, topo = "scenario", sc.name, sc.topology_model()
     else:
-        kind, name = "topology", ops.load_topology(str(file)).name
+        topo = ops.load_topology(str(file))
+        kind, name = "topology", topo.name
+    ops.check_settings(topo, distribution, warn=_warn)
     if as_json:
         print(json.dumps({"file": str(file), "kind": kind, "name": name, "valid": True}))
     else:
@@ -68,15 +73,39 @@ def validate(
 
 def render_cmd(
     topology: TopologyOpt,
-    out_dir: Annotated[Path, typer.Option("--out", help="folder to write into")],
+    out_dir: Annotated[Path | None, typer.Option("--out", help="folder to write into")] = None,
     runtime: Annotated[str, typer.Option(help="local, docker, or ansible (an inventory and each host's files)")] = "local",
     distribution: Annotated[str | None, typer.Option(help="start from this distribution's conf/")] = None,
     image: ImageOpt = None,
     secure: Annotated[bool, typer.Option("--secure", help="with the secure profile (keys are made by 'up')")] = False,
+    explain: Annotated[str | None, typer.Option(
+        "--explain", metavar="NODE", help="show each effective value of NODE and where it came from (writes nothing)")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Render every node's configuration without starting anything."""
-    files = ops.render_topology(topology, out_dir, runtime, distribution, image, secure)
+    """Render every node's configuration without starting anything. A topology's own settings
+    (config, jvm_options) are checked against the distribution first.
+
+    --explain NODE: each key of the node's configuration file and JVM option the topology gives,
+    with its origin: distribution (the release's shipped file), pulsarlab (its templates),
+    topology, cluster NAME or node NAME."""
+    if explain is not None:
+        rows = ops.explain_node(topology, explain, distribution, secure, warn=_warn)
+        if as_json:
+            print(json.dumps([{"file": r.file, "key": r.key, "value": r.value, "origin": r.origin} for r in rows], indent=2))
+            return
+        table = Table("file", "key", "value", "origin")
+        for r in rows:
+            table.add_row(r.file, r.key, r.value, r.origin)
+        print_whole(out, table)
+        return
+    if out_dir is None:
+        raise UsageError("--out DIR is needed (or --explain NODE)")
+    files = ops.render_topology(topology, out_dir, runtime, distribution, image, secure, warn=_warn)
     out.print(f"rendered {len(files)} files into {out_dir}")
+
+
+def _warn(text: str) -> None:
+    err.print(f"warning: {text}", highlight=False, markup=False)
 
 
 def up(
@@ -111,7 +140,8 @@ def up(
     """
     with reporter(err, quiet) as progress:
         result, cluster = ops.up(topology, runtime, state_dir, distribution, say=progress, apply=apply, image=image,
-                                 secure=secure, bind=bind, build=not no_build, pulsar_version=pulsar_version)
+                                 secure=secure, bind=bind, build=not no_build, pulsar_version=pulsar_version,
+                                 warn=_warn)
     name, where = cluster.topo.name, cluster.state_dir
     if result.already_running:
         if not result.drift:

@@ -6,11 +6,13 @@ import socket
 
 from pulsarlab.render import NodeDirs
 from pulsarlab.topology import Node, Role, Topology
+from pulsarlab.topology.settings import effective_jvm_options
 
 
 def jvm_env(topo: Topology, node: Node, extra_opts: str = "") -> dict[str, str]:
     """The environment ``bin/pulsar`` reads for memory, GC and extra JVM options (both the
-    ``PULSAR_*`` and ``BOOKIE_*`` names: the bookie script reads the latter)."""
+    ``PULSAR_*`` and ``BOOKIE_*`` names: the bookie script reads the latter), the topology's
+    ``jvm_options`` among the extra ones."""
     heap, direct = heap_and_direct_mb(topo, node)
     mem = f"-Xms{min(heap, 64)}m -Xmx{heap}m -XX:MaxDirectMemorySize={direct}m"
     gc = "-XX:+UseSerialGC -XX:+PerfDisableSharedMem -XX:ReservedCodeCacheSize=64m"
@@ -19,6 +21,9 @@ def jvm_env(topo: Topology, node: Node, extra_opts: str = "") -> dict[str, str]:
     extra = f"-Dpulsarlab.node={node.name} -Dpulsar.allocator.exit_on_oom=true -Dio.netty.recycler.maxCapacityPerThread=4096"
     if extra_opts:
         extra += f" {extra_opts}"
+    # the topology's jvm_options last: an option later on the command line wins (top < cluster < node)
+    for setting in effective_jvm_options(topo.settings_levels(node), node.role.value).values():
+        extra += f" {setting.text}"
     return {
         "PULSAR_MEM": mem, "BOOKIE_MEM": mem, "PULSAR_GC": gc, "BOOKIE_GC": gc,
         "PULSAR_GC_LOG": " ", "BOOKIE_GC_LOG": " ",

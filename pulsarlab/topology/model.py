@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pulsarlab.errors import TopologyError
+from pulsarlab.topology.settings import ROLES, Level, RoleConfig, RoleJvmOptions, level_problems
 
 DEFAULT_PORTS: dict[str, dict[str, int]] = {
     "zookeeper": {"client": 2181, "metrics": 8000},
@@ -78,6 +79,9 @@ class Node(_Strict):
     rack: str | None = None
     address: str | None = None
     ports: dict[str, int] = Field(default_factory=dict)
+    # server settings of this node alone (its role's section only): win over its cluster's and the top level's
+    config: RoleConfig = Field(default_factory=RoleConfig)
+    jvm_options: RoleJvmOptions = Field(default_factory=RoleJvmOptions)
 
     def port(self, kind: str) -> int:
         return self.ports.get(kind, DEFAULT_PORTS[self.role.value][kind])
@@ -104,6 +108,9 @@ class Cluster(_Strict):
     # brokers read past entries no bookie has any more instead of failing (autoSkipNonRecoverableData):
     # data loss made readable, so that a control scenario's read-back can reach the end and count it
     skip_unrecoverable_data: bool = False
+    # server settings of this cluster's bookies and brokers: win over the top level's
+    config: RoleConfig = Field(default_factory=RoleConfig)
+    jvm_options: RoleJvmOptions = Field(default_factory=RoleJvmOptions)
 
 
 class Tenant(_Strict):
@@ -171,6 +178,20 @@ class Topology(_Strict):
     # the Pulsar release every node runs (None: PULSARLAB_PULSAR_VERSION, else pulsarlab's default);
     # `up --pulsar-version` overrides it, `pulsarlab upgrade --to` moves a running deployment
     pulsar_version: str | None = None
+
+    # server settings of every node, per role (topology.settings): clusters and nodes override them
+    config: RoleConfig = Field(default_factory=RoleConfig)
+    jvm_options: RoleJvmOptions = Field(default_factory=RoleJvmOptions)
+
+    def settings_levels(self, node: Node) -> list[Level]:
+        """Where ``node``'s settings come from, lowest first: the top level, its cluster, itself."""
+        levels = [Level("topology", "", self.config, self.jvm_options)]
+        if node.cluster is not None:
+            ci, c = next((i, c) for i, c in enumerate(self.clusters) if c.name == node.cluster)
+            levels.append(Level(f"cluster {c.name}", f"clusters[{ci}]({c.name})", c.config, c.jvm_options))
+        ni = self.nodes.index(node)
+        levels.append(Level(f"node {node.name}", f"nodes[{ni}]({node.name})", node.config, node.jvm_options))
+        return levels
 
     # ----- derived views -------------------------------------------------------------------
     def nodes_of(self, role: Role, cluster: str | None = None) -> list[Node]:
@@ -323,6 +344,7 @@ def validate(t: Topology, loopback: bool = True) -> None:
         *(partial(_check_cluster, t, f"clusters[{ci}]({c.name})", c) for ci, c in enumerate(t.clusters)),
         *(partial(_check_tenant, f"tenants[{ti}]({x.name}).clusters", x, clusters) for ti, x in enumerate(t.tenants)),
         *(partial(_check_namespace, t, f"namespaces[{ni}]({ns.name})", ns, tenants) for ni, ns in enumerate(t.namespaces)),
+        partial(_check_settings, t),
     ]
     problems: list[TopologyError] = []
     for check in checks:
@@ -335,6 +357,19 @@ def validate(t: Topology, loopback: bool = True) -> None:
                 raise
             # this check tripped over a problem already found (an unknown region has no addresses):
             # the others still run
+    if problems:
+        raise TopologyError.of(problems)
+
+
+def _check_settings(t: Topology) -> None:
+    """The settings sections' shape (keys and types are the distribution's: settings_catalog)."""
+    problems = level_problems(Level("topology", "", t.config, t.jvm_options), ROLES, "")
+    for ci, c in enumerate(t.clusters):
+        problems += level_problems(Level("", f"clusters[{ci}]({c.name})", c.config, c.jvm_options), ROLES[:2],
+                                   "ZooKeeper serves every cluster: set its settings at the top level or on its node")
+    for ni, n in enumerate(t.nodes):
+        problems += level_problems(Level("", f"nodes[{ni}]({n.name})", n.config, n.jvm_options), (n.role.value,),
+                                   f"{n.name} is a {n.role.value}: only its own role's section applies")
     if problems:
         raise TopologyError.of(problems)
 

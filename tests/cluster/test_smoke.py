@@ -10,6 +10,7 @@ from pathlib import Path
 import psutil
 import pulsar
 import pyarrow.compute as pc
+import requests
 from typer.testing import CliRunner
 
 from pulsarlab.cli import app
@@ -65,6 +66,25 @@ def assert_exactly_once(cluster: LocalCluster, topic: str, n: int, prefix: str) 
     got = consume_all(cluster, topic, len(sent))
     assert len(got) == n
     assert sorted(got) == sorted(sent)
+
+
+def test_the_topologys_broker_settings_reach_the_running_broker(smoke: LocalCluster) -> None:
+    # the pool's smoke topology sets acknowledgmentAtBatchIndexLevelEnabled: true at its top level
+    # (the distribution's default is false): what the broker runs with, read back from it
+    assert smoke.topo.config.broker == {"acknowledgmentAtBatchIndexLevelEnabled": True}
+    runtime = requests.get(f"{smoke.topo.web_url('smoke')}/admin/v2/brokers/configuration/runtime", timeout=10)
+    runtime.raise_for_status()
+    assert runtime.json()["acknowledgmentAtBatchIndexLevelEnabled"] == "true"
+    # and its jvm_options: on the broker's JVM command line, not on the bookies'
+    option = "-Dpulsarlab.test.setting=from-topology"
+    assert smoke.topo.jvm_options.broker == [option]
+
+    def command_line(node: str) -> list[str]:  # the node's process and any it started (bin/pulsar execs the JVM)
+        proc = psutil.Process(smoke.state.nodes[node].pid)
+        return [arg for p in (proc, *proc.children(recursive=True)) for arg in p.cmdline()]
+
+    assert option in command_line("pulsar1")
+    assert option not in command_line("bk1")
 
 
 def test_status_shows_every_node_ready(smoke: LocalCluster) -> None:
