@@ -244,5 +244,8 @@ def resolve(
 
 
 if __name__ == "__main__":  # pragma: no cover - used by .ci/run to fetch ahead of the tests
-    d = resolve()
-    print(f"Pulsar {d.version} ready at {d.home} (Java {d.java.major})")
+    import sys
+
+    for wanted in sys.argv[1:] or [DEFAULT_VERSION]:  # versions to fetch (default: pulsarlab's)
+        d = resolve(version=wanted)
+        print(f"Pulsar {d.version} ready at {d.home} (Java {d.java.major})")
