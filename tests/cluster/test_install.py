@@ -75,7 +75,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     src.mkdir()
     for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy2(REPO / name, src / name)
-    for folder in ("pulsarlab", "templates"):
+    # the node role's files ship in the wheel too (pulsarlab.node_files: the upgrade's order and gates)
+    for folder in ("pulsarlab", "templates", "playbooks/roles/pulsar_node/files"):
         shutil.copytree(REPO / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__"))
     _step("wheel", [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(root / "dist"), str(src)])
     (wheel,) = (root / "dist").glob("pulsarlab-*.whl")

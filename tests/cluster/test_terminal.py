@@ -125,7 +125,7 @@ def test_verify_shows_its_stages_and_no_spark_warning_in_a_terminal(tmp_path: Pa
     code, shown = in_terminal("verify", str(history))
     text = ANSI.sub("", shown)
     assert code == 1, text  # one acknowledged message lost
-    for stage in (r"Spark \(local\[\*\]\), its log in .*\s+ready \(", r"reading the history's dimensions\s+read \(",
+    for stage in (r"Spark \(local\[\*\]\), its log in .*\s+ready \(", r"cross-checking the history's files\s+read \(",
                   r"checking 3 history part\(s\) of 1 producer\(s\)\s+checked \("):
         assert re.search(stage, text), f"no stage {stage!r}:\n{text}"
     for chatter in ("WARN", "log4j", "NativeCodeLoader", "incubator", "setLogLevel"):
