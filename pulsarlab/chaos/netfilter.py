@@ -87,6 +87,11 @@ def _host_rule(chain: str, match: str, note: str) -> str:
     return f'{chain} {match} -m comment --comment "{note}" -j DROP'
 
 
+def host_rule_comment(rule: str) -> str:
+    """The comment of a host rule :func:`host_cut` or :func:`host_mute` made."""
+    return rule.split('--comment "', 1)[1].split('"', 1)[0]
+
+
 def host_cut(ident: str, label: str, side_a: dict[str, str], side_b: dict[str, str]) -> dict[str, list[str]]:
     """Per node's host, the rules that cut it from every node of the other side (``{name: address}``
     each): packets from and to those addresses dropped in its own filter, so each host of a pair

@@ -114,7 +114,7 @@ def _on_hosts(cluster: HostFilters, rules: dict[str, list[str]], what: str, node
     """Add each host's rules; ``<what>: N DROP rules on M hosts (K new)``, at when the last host had them."""
     added, at_ns = cluster.add_host_rules(rules)
     total = sum(len(r) for r in rules.values())
-    note = next(iter(rules.values()))[0].split('--comment "', 1)[1].split('"', 1)[0]
+    note = netfilter.host_rule_comment(next(iter(rules.values()))[0])
     return Done(f"{what}: {total} DROP rule(s) on {len(rules)} host(s) ({added} new), comment '{note}'", nodes, at_ns)
 
 

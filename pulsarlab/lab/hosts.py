@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Iterable
@@ -20,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from ipaddress import IPv4Network, ip_network
 from pathlib import Path
 
+import psutil
 import yaml
 from python_on_whales import DockerClient, DockerException
 
@@ -109,12 +111,16 @@ def at_addresses(topo: Topology, where: dict[str, str]) -> Topology:
 CIPHERS = "aes128-gcm@openssh.com,chacha20-poly1305@openssh.com"
 
 
+def ssh_options(lab: Lab) -> list[str]:
+    """How every SSH connection to the lab's hosts is made (Ansible's and pulsarlab's own)."""
+    return ["-o", f"UserKnownHostsFile={lab.known_hosts}", "-o", "StrictHostKeyChecking=accept-new", "-o", f"Ciphers={CIPHERS}"]
+
+
 def connection(lab: Lab) -> dict[str, str]:
     """A host's Ansible connection: SSH as root with the lab's key; host keys kept in the lab."""
     return {"ansible_connection": "ssh", "ansible_user": "root",
             "ansible_ssh_private_key_file": str(lab.key),
-            "ansible_ssh_common_args": f"-o UserKnownHostsFile={lab.known_hosts} -o StrictHostKeyChecking=accept-new "
-                                       f"-o Ciphers={CIPHERS}"}
+            "ansible_ssh_common_args": " ".join(ssh_options(lab))}
 
 
 def kinds_of(topo: Topology, systemd: list[str], bare: list[str]) -> dict[str, str]:
@@ -138,14 +144,9 @@ def _taken(docker: DockerClient) -> list[IPv4Network]:
             subnet = conf.get("Subnet") if isinstance(conf, dict) else None
             if subnet and ":" not in subnet:
                 nets.append(IPv4Network(subnet))
-    try:  # this machine's own interfaces (a docker bridge of another engine, a VPN)
-        import psutil
-
-        for addrs in psutil.net_if_addrs().values():
-            nets += [IPv4Network(f"{a.address}/{a.netmask}", strict=False) for a in addrs
-                     if a.family.name == "AF_INET" and a.netmask]
-    except ImportError:
-        pass
+    for addrs in psutil.net_if_addrs().values():  # this machine's own (another engine's bridge, a VPN)
+        nets += [IPv4Network(f"{a.address}/{a.netmask}", strict=False) for a in addrs
+                 if a.family == socket.AF_INET and a.netmask]
     return nets
 
 
@@ -163,7 +164,8 @@ def _keypair(folder: Path) -> None:
 
 def _run_host(docker: DockerClient, lab: Lab, node: str, image: str) -> None:
     info = lab.hosts[node]
-    docker.container.remove(info["container"], force=True) if docker.container.exists(info["container"]) else None
+    if docker.container.exists(info["container"]):
+        docker.container.remove(info["container"], force=True)
     if lab.known_hosts.is_file():  # a new machine: its host key is not the one remembered for the address
         subprocess.run(["ssh-keygen", "-R", info["address"], "-f", str(lab.known_hosts)], capture_output=True, timeout=30)
     extra: dict = dict(SYSTEMD_RUN) if info["kind"] == "systemd" else {"init": True}
@@ -174,8 +176,8 @@ def _run_host(docker: DockerClient, lab: Lab, node: str, image: str) -> None:
 
 
 def ssh_command(lab: Lab, node: str, command: str) -> list[str]:
-    return ["ssh", "-i", str(lab.key), "-o", f"UserKnownHostsFile={lab.known_hosts}", "-o", "StrictHostKeyChecking=accept-new",
-            "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", f"root@{lab.hosts[node]['address']}", command]
+    return ["ssh", "-i", str(lab.key), *ssh_options(lab), "-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
+            f"root@{lab.hosts[node]['address']}", command]
 
 
 def _wait_ssh(docker: DockerClient, lab: Lab, nodes: list[str], progress: Reporter) -> None:

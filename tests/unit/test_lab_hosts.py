@@ -58,6 +58,7 @@ def test_a_cut_between_hosts_drops_both_ways_on_each_host_of_a_pair() -> None:
     assert sorted(rules["b1"]) == sorted([f"INPUT -s 10.0.0.1/32 {note}", f"OUTPUT -d 10.0.0.1/32 {note}",
                                           f"INPUT -s 10.0.0.2/32 {note}", f"OUTPUT -d 10.0.0.2/32 {note}"])
     assert netfilter.host_cut("pulsarlab:abc", "x", {"n": "10.0.0.1"}, {"n": "10.0.0.1"}) == {}  # not from itself
+    assert netfilter.host_rule_comment(rules["a1"][0]) == "pulsarlab:abc partition eu us"
 
 
 def test_a_mute_on_a_host_drops_only_what_its_ports_send_to_this_machine() -> None:

@@ -156,12 +156,17 @@ def part_cut_in_half(run: Path) -> str:
     return f"history part {part} cannot be read (Parquet magic bytes not found"
 
 
+def zero_page_bytes(part: Path, column: str) -> None:
+    """16 bytes of ``column``'s first data page (row group 0) zeroed: the footer stays sound."""
+    chunk = pq.read_metadata(part).row_group(0).column(pq.read_schema(part).names.index(column))
+    data = bytearray(part.read_bytes())
+    data[chunk.data_page_offset + 8 : chunk.data_page_offset + 24] = bytes(16)
+    part.write_bytes(bytes(data))
+
+
 def damaged_page(run: Path) -> str:  # the footer is sound; a page of data is not (its checksum says so)
     part = run / "producer-p0.parquet"
-    seq = pq.read_metadata(part).row_group(0).column(pq.read_schema(part).names.index("seq"))
-    data = bytearray(part.read_bytes())
-    data[seq.data_page_offset + 8 : seq.data_page_offset + 24] = bytes(16)
-    part.write_bytes(bytes(data))
+    zero_page_bytes(part, "seq")
     return f"history part {part} cannot be read (row group 0: "
 
 
@@ -174,10 +179,7 @@ def damaged_page_spark_reads(run: Path) -> str:
                  "message_id": "9:9:-1:-1"}
     write_table(run, "consumer-c0", [*rows, anonymous])
     edit_manifest(run, lambda m: m["drivers"][2]["counts"].update(received=11))
-    ids = pq.read_metadata(part).row_group(0).column(pq.read_schema(part).names.index("message_id"))
-    data = bytearray(part.read_bytes())
-    data[ids.data_page_offset + 8 : ids.data_page_offset + 24] = bytes(16)
-    part.write_bytes(bytes(data))
+    zero_page_bytes(part, "message_id")
     return f"history part {part} cannot be read (Spark could not read it: "
 
 
