@@ -29,6 +29,9 @@ def hosts_up(
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="the lab's folder: inventory, SSH key, topology")],
     systemd: Annotated[str, typer.Option(help="hosts run by systemd: all, none or NODE,NODE (others: sshd alone)")] = "all",
     bare: Annotated[str, typer.Option(help="hosts without Java (deploy.yml installs it from their mirror): NODE,NODE")] = "",
+    sent: Annotated[str, typer.Option(help=(
+        "hosts that get the Pulsar distribution from the controller over SSH (the playbooks' default), "
+        "NODE,NODE; the others download it from the lab's Maven mirror"))] = "",
     host: HostOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -38,15 +41,18 @@ def hosts_up(
     from pulsarlab.lab import hosts as lab_hosts
 
     with reporter(err, quiet=as_json) as progress:
-        lab = lab_hosts.up(topology, out_dir, [] if systemd == "none" else _names(systemd), _names(bare), host, progress)
+        lab = lab_hosts.up(topology, out_dir, [] if systemd == "none" else _names(systemd), _names(bare), host, progress,
+                           sent=_names(sent))
     if as_json:
         print(json.dumps({"folder": lab.folder, "network": lab.network, "subnet": lab.subnet, "controller": lab.gateway,
+                          "mirror": lab.mirror, "sent": lab.sent,
                           "inventory": str(Path(lab.folder) / "inventory.yml"), "hosts": lab.hosts}))
         return
     for node, info in lab.hosts.items():
         out.print(f"{node:<14} {info['address']:<15} {info['kind']:<8} {info['container']}", markup=False, highlight=False)
     out.print(f"inventory: {Path(lab.folder) / 'inventory.yml'} (SSH as root with {lab.key}); this machine is "
-              f"{lab.gateway} on {lab.network}", markup=False, highlight=False)
+              f"{lab.gateway} on {lab.network}; Maven mirror (pulsar_node_maven_mirror): {lab.mirror}",
+              markup=False, highlight=False)
 
 
 @hosts_app.command("down")

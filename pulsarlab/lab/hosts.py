@@ -16,6 +16,7 @@ import shutil
 import socket
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from ipaddress import IPv4Network, ip_network
@@ -39,6 +40,14 @@ POOL = IPv4Network("10.231.0.0/16")
 FIRST_HOST = 10  # .1 is this machine's side of the bridge (where pulsarlab and the workload connect from)
 LABEL = "org.pulsarlab.lab"
 SSH_WAIT_S = 90.0
+# The lab's Maven mirror: this machine's downloaded server distributions, served read-only over HTTP
+# on the lab's network (.2), so that deploy.yml's hosts download them (pulsar_node_maven_mirror) instead of
+# the controller pushing 250 MB to each over SSH, whose encryption is CPU the nodes then lack (measured
+# on the sync lab: 36 s of deploy.yml and 88 s of upgrade.yml sending it).
+MIRROR_HOST = 2
+MIRROR_PORT = 8081
+MIRROR_ROOT = "/srv/maven"
+MIRROR_WAIT_S = 30.0
 # The lab's network has no route out, so Docker's resolver inside each host would wait 10 s for an
 # upstream that never answers, on every name or address lookup (the JVMs look up the addresses of
 # their peers and clients: deploy.yml's bookies sat idle 20 to 30 s each). The hosts' resolver asks
@@ -59,10 +68,16 @@ class Lab:
     network: str
     subnet: str
     hosts: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> address, kind, container
+    mirror: str = ""  # the URL of the lab's Maven mirror (the distributions this machine downloaded)
+    sent: list[str] = field(default_factory=list)  # hosts that get the distribution from the controller over SSH
 
     @property
     def gateway(self) -> str:
         return str(next(ip_network(self.subnet).hosts()))
+
+    @property
+    def mirror_container(self) -> str:
+        return f"{self.network}-mirror"
 
     @property
     def key(self) -> Path:
@@ -130,11 +145,12 @@ def connection(lab: Lab) -> dict[str, str]:
             "ansible_ssh_common_args": " ".join(ssh_options(lab))}
 
 
-def kinds_of(topo: Topology, systemd: list[str], bare: list[str]) -> dict[str, str]:
-    """Each node's machine kind; ``systemd`` may be ``["all"]``. Unknown names are one usage error."""
+def kinds_of(topo: Topology, systemd: list[str], bare: list[str], sent: list[str] | None = None) -> dict[str, str]:
+    """Each node's machine kind; ``systemd`` may be ``["all"]``. Unknown names (of ``sent`` too)
+    are one usage error."""
     names = [n.name for n in topo.nodes]
     wanted_systemd = names if systemd == ["all"] else systemd
-    unknown = sorted({*wanted_systemd, *bare} - set(names))
+    unknown = sorted({*wanted_systemd, *bare, *(sent or [])} - set(names))
     if unknown:
         raise UsageError(f"no node named {', '.join(unknown)} in {topo.name!r} (nodes: {', '.join(names)})")
     both = sorted(set(wanted_systemd) & set(bare))
@@ -185,6 +201,49 @@ def _run_host(docker: DockerClient, lab: Lab, node: str, image: str) -> None:
                                                                f"{LABEL}.folder": lab.folder}, **extra)
 
 
+def mirror_address(subnet: IPv4Network) -> str:
+    return str(list(subnet.hosts())[MIRROR_HOST - 1])
+
+
+def mirror_folder() -> Path:
+    """The local Maven repository's folder of the server distribution (one subfolder per version)."""
+    return distribution.maven_tarball("0").parents[1]
+
+
+def _run_mirror(docker: DockerClient, lab: Lab, image: str) -> bool:
+    """The mirror's container (once per lab): Python's HTTP server over the distributions' folder,
+    mounted read-only where Maven's layout puts it, so the URL paths are Maven Central's."""
+    name = lab.mirror_container
+    if docker.container.exists(name):
+        if docker.container.inspect(name).state.running:
+            return False
+        docker.container.remove(name, force=True)
+    folder = mirror_folder()
+    inside = f"{MIRROR_ROOT}/{folder.relative_to(distribution.maven_repo())}"
+    address = mirror_address(IPv4Network(lab.subnet))
+    docker.run(image, ["python3", "-m", "http.server", str(MIRROR_PORT), "--bind", address, "--directory", MIRROR_ROOT],
+               detach=True, name=name, networks=[lab.network], ip=address, init=True, volumes=[(str(folder), inside, "ro")],
+               labels={LABEL: Path(lab.folder).name, f"{LABEL}.node": "mirror", f"{LABEL}.folder": lab.folder})
+    return True
+
+
+def _wait_mirror(docker: DockerClient, lab: Lab, version: str, progress: Reporter) -> None:
+    """The mirror answers with the SHA-1 of ``version``'s distribution (bounded; its log on failure)."""
+    url = f"{lab.mirror}/{distribution.maven_tarball(version).relative_to(distribution.maven_repo())}.sha1"
+    deadline = time.monotonic() + MIRROR_WAIT_S
+    with progress.step("mirror", f"Maven mirror at {lab.mirror}", "waiting for it", "serving"):
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=5) as answer:
+                    answer.read()
+                return
+            except OSError as exc:
+                if time.monotonic() > deadline:
+                    raise StateError(f"the lab's Maven mirror did not serve {url} within {MIRROR_WAIT_S:.0f}s ({exc}); "
+                                     f"its log:\n{docker.container.logs(lab.mirror_container, tail=15)}") from None
+                time.sleep(0.3)
+
+
 def ssh_command(lab: Lab, node: str, command: str) -> list[str]:
     return ["ssh", "-i", str(lab.key), *ssh_options(lab), "-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
             f"root@{lab.hosts[node]['address']}", command]
@@ -207,10 +266,12 @@ def _wait_ssh(docker: DockerClient, lab: Lab, nodes: list[str], progress: Report
 
 
 def up(topology: str, folder: Path, systemd: list[str], bare: list[str], docker_host: str | None = None,
-       progress: Reporter = NO_PROGRESS) -> Lab:
-    """Make (or complete) the lab in ``folder``: hosts running, SSH answering, files written."""
+       progress: Reporter = NO_PROGRESS, sent: list[str] | None = None) -> Lab:
+    """Make (or complete) the lab in ``folder``: hosts running, the Maven mirror serving, SSH
+    answering, files written. The hosts of ``sent`` get the distribution from the controller over
+    SSH (the role's default); the others download it from the mirror."""
     topo = load(topology, loopback=False)
-    kinds = kinds_of(topo, systemd, bare)
+    kinds = kinds_of(topo, systemd, bare, sent)
     folder = folder.resolve()
     old = Lab.read(folder)
     if old is not None and set(old.hosts) != set(kinds):
@@ -219,7 +280,7 @@ def up(topology: str, folder: Path, systemd: list[str], bare: list[str], docker_
     docker = engine.client(docker_host)
     dist = distribution.resolve(None, version=topo.pulsar_version or distribution.DEFAULT_VERSION)
     folder.mkdir(parents=True, exist_ok=True)
-    images = ensure_images(docker, set(kinds.values()), progress)
+    images = ensure_images(docker, {*kinds.values(), "plain"}, progress)  # plain: the mirror's too
     _keypair(folder)
     digest = state_digest(folder)
     network = f"pulsarlab-lab-{digest}"
@@ -232,8 +293,10 @@ def up(topology: str, folder: Path, systemd: list[str], bare: list[str], docker_
         made_network = True
     where = addresses(topo, subnet)
     lab = Lab(str(folder), docker.client_config.host or engine.default_host(), network, str(subnet),
-              {n: {"address": where[n], "kind": kinds[n], "container": f"pulsarlab-lab-{digest}-{n}"} for n in kinds})
+              {n: {"address": where[n], "kind": kinds[n], "container": f"pulsarlab-lab-{digest}-{n}"} for n in kinds},
+              f"http://{mirror_address(subnet)}:{MIRROR_PORT}", sorted(sent or []))
     started: list[str] = []
+    mirror_started = False
     try:
         with progress.step("hosts", f"{len(kinds)} host container(s) on {network} ({subnet})", "starting", "running"):
             for node, info in lab.hosts.items():
@@ -242,10 +305,13 @@ def up(topology: str, folder: Path, systemd: list[str], bare: list[str], docker_
                     continue
                 _run_host(docker, lab, node, images[info["kind"]])
                 started.append(node)
+            mirror_started = _run_mirror(docker, lab, images["plain"])
+        _wait_mirror(docker, lab, dist.version, progress)
         _wait_ssh(docker, lab, list(lab.hosts), progress)
     except (DockerException, StateError) as exc:
-        for node in started:
-            docker.container.remove(lab.hosts[node]["container"], force=True)
+        for name in [lab.hosts[n]["container"] for n in started] + ([lab.mirror_container] if mirror_started else []):
+            if docker.container.exists(name):
+                docker.container.remove(name, force=True)
         if made_network:
             docker.network.remove(network)
         if isinstance(exc, DockerException):
@@ -263,7 +329,8 @@ def write_files(lab: Lab, topo: Topology, dist: distribution.Distribution) -> No
     for node in lab.hosts:
         path = folder / "host_vars" / f"{node}.yml"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(yaml.safe_dump(connection(lab), sort_keys=False))
+        mirror = {} if node in lab.sent else {"pulsar_node_maven_mirror": lab.mirror}
+        path.write_text(yaml.safe_dump({**connection(lab), **mirror}, sort_keys=False))
 
 
 def down(folder: Path, docker_host: str | None = None) -> list[str]:

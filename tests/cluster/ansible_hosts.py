@@ -43,16 +43,19 @@ class Play:
 
 class LabHosts:
     """The hosts ``pulsarlab hosts up`` made in ``folder`` for ``topology`` (those of ``systemd``
-    run it, those of ``bare`` have no Java)."""
+    run it, those of ``bare`` have no Java, those of ``sent`` get the distribution over SSH; the
+    others download it from the lab's Maven mirror)."""
 
     def __init__(self, topology: Path, folder: Path, docker_host: str, systemd: frozenset[str] = frozenset(),
-                 bare: frozenset[str] = frozenset()) -> None:
+                 bare: frozenset[str] = frozenset(), sent: frozenset[str] = frozenset()) -> None:
         self.topology, self.folder, self.docker_host, self.systemd, self.bare = topology, folder, docker_host, systemd, bare
+        self.sent = sent
         self.topo: Topology = load(str(topology))  # replaced by the lab's (its addresses) once up
 
     def start(self) -> None:
         made = pulsarlab("hosts", "up", "--topology", str(self.topology), "--out", str(self.folder), "--host", self.docker_host,
-                         "--systemd", ",".join(sorted(self.systemd)) or "none", "--bare", ",".join(sorted(self.bare)), "--json")
+                         "--systemd", ",".join(sorted(self.systemd)) or "none", "--bare", ",".join(sorted(self.bare)),
+                         "--sent", ",".join(sorted(self.sent)), "--json")
         assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
         self.lab = json.loads(made.stdout)
         self.topo = load(str(self.folder / "topology.yaml"), loopback=False)

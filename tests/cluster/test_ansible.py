@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -38,6 +39,7 @@ from tests.cluster.test_sync import _drain, _produce, assert_placed_in_both_regi
 pytestmark = pytest.mark.cluster
 SYSTEMD = frozenset({"bk2-us", "pulsar2-us"})  # hosts with systemd: their nodes run as units
 BARE = frozenset({"zk"})  # a host without Java: deploy.yml installs Debian's
+SENT = frozenset({"zk"})  # the controller sends it the distribution over SSH; the others download it from the lab's mirror
 WAIT_REPLICATED = Path(__file__).resolve().parents[2] / "playbooks" / "roles" / "pulsar_node" / "files" / "wait_replicated.py"
 OLD, NEW = "4.0.6", DEFAULT_VERSION  # deploy.yml installs the older release; the upgrade test moves to the newer
 NEW_BOOKIE = {"name": "bk3-eu", "role": "bookie", "cluster": "mycluster", "region": "eu", "rack": "eu/1"}
@@ -50,7 +52,7 @@ def deployed(docker_host: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
     wanted = root / "sync-bk3.yaml"  # appended last: every other node keeps its host's address
     wanted.write_text(yaml.safe_dump({**data, "pulsar_version": OLD, "nodes": [*data["nodes"], NEW_BOOKIE]}))
     lab = root / "lab"
-    hosts = LabHosts(wanted, lab, docker_host, SYSTEMD, BARE)
+    hosts = LabHosts(wanted, lab, docker_host, SYSTEMD, BARE, SENT)
     try:
         hosts.start()
         big_ref = root / "sync-bk3-at-hosts.yaml"  # the lab's topology (the hosts' addresses), for add-bookie
@@ -83,6 +85,10 @@ def test_the_first_deploy_started_every_node_in_order(deployed: Deployed) -> Non
     out = deployed.deploy.output
     for node in BARE:  # Java came from Debian's package, installed by the play
         assert "openjdk-17-jre-headless" in installed(deployed, node).split()
+    # the distribution: sent over SSH to the hosts of SENT, downloaded from the lab's Maven mirror by the others
+    sent = task_hosts(out, "Send the distribution from the controller's artifact cache")
+    fetched = task_hosts(out, "Download the distribution from the Maven mirror, checked against its SHA-1")
+    assert (sent, fetched) == (set(SENT), set(recap) - SENT), (sent, fetched)
     for node in SYSTEMD:
         unit = docker(deployed.hosts.docker_host, "exec", deployed.hosts.name(node), "systemctl", "is-active", f"pulsar-{node}")
         assert unit.stdout.strip() == "active", (node, unit.stdout, unit.stderr)
@@ -136,6 +142,12 @@ def test_a_second_deploy_changes_only_the_node_whose_file_changed_then_nothing(c
         conf.write_text(original)
     conf_again = configured.play("configure.yml", "-e", f"pulsarlab_state_dir={configured.state_dir}")
     assert conf_again.rc == 0 and conf_again.recap()["localhost"]["changed"] == 0, conf_again.output[-3000:]
+
+
+def task_hosts(output: str, task: str) -> set[str]:
+    """The hosts a task of a play's output changed."""
+    block = output.split(f"TASK [pulsar_node : {task}]", 1)[1].split("\nTASK [", 1)[0]
+    return set(re.findall(r"^changed: \[([^\]]+)\]", block, re.M))
 
 
 def rules_on_hosts(deployed: Deployed) -> dict[str, int]:
@@ -219,7 +231,7 @@ def recorded(configured: Deployed, tmp_path_factory: pytest.TempPathFactory) -> 
     the module's last test ends it and has the verifier judge the whole history."""
     topic = f"persistent://mytenant/us/runbooks-{uuid.uuid4().hex[:8]}"
     run = tmp_path_factory.mktemp("workload") / "run"
-    with running_workload(configured, topic, run, rate=200, duration=3600) as workload:
+    with running_workload(configured, topic, run, rate=100, duration=3600) as workload:
         yield Recorded(workload, topic, run, {})
 
 

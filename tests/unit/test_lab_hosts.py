@@ -9,7 +9,7 @@ import pytest
 
 from pulsarlab.chaos import netfilter
 from pulsarlab.errors import UsageError
-from pulsarlab.lab.hosts import Lab, addresses, at_addresses, connection, free_subnet, kinds_of
+from pulsarlab.lab.hosts import Lab, addresses, at_addresses, connection, free_subnet, kinds_of, mirror_address
 from pulsarlab.topology import load
 
 
@@ -39,6 +39,8 @@ def test_host_kinds_take_all_or_names_and_refuse_unknown_or_both() -> None:
         kinds_of(topo, ["bk9"], [])
     with pytest.raises(UsageError, match="zk: a bare host has no Java and no systemd"):
         kinds_of(topo, ["zk"], ["zk"])
+    with pytest.raises(UsageError, match="no node named zk2"):  # --sent names hosts too
+        kinds_of(topo, [], [], sent=["zk2"])
 
 
 def test_hosts_are_reached_over_ssh_with_the_labs_key_and_known_hosts(tmp_path) -> None:
@@ -48,6 +50,12 @@ def test_hosts_are_reached_over_ssh_with_the_labs_key_and_known_hosts(tmp_path) 
     assert conn["ansible_ssh_private_key_file"] == str(tmp_path / "ssh" / "id_ed25519")
     assert f"UserKnownHostsFile={tmp_path / 'ssh' / 'known_hosts'}" in conn["ansible_ssh_common_args"]
     assert lab.gateway == "10.231.3.1"
+
+
+def test_the_mirror_sits_below_the_hosts_and_outside_their_addresses() -> None:
+    subnet = IPv4Network("10.231.3.0/24")
+    assert mirror_address(subnet) == "10.231.3.2"
+    assert mirror_address(subnet) not in addresses(load("sync"), subnet).values()
 
 
 def test_a_cut_between_hosts_drops_both_ways_on_each_host_of_a_pair() -> None:
