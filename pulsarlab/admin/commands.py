@@ -213,12 +213,17 @@ def configure_script(topo: Topology) -> str:
     return f"""#!/bin/bash
 # Configure topology {topo.name} with pulsar-admin (rendered by pulsarlab; brokers {nodes}).
 # Pass 1 writes what differs from the topology; pass 2 only reads and must find nothing to write.
+# When pass 1 found nothing differing, it wrote nothing, and its reads were the read-back.
 set -uo pipefail
 {HELPERS}
 apply() {{
 {body}
 }}
 apply
+if ((${{#differs[@]}} == 0)); then
+  echo "configure: topology {topo.name} already applied: every item read, nothing differed, nothing written"
+  exit 0
+fi
 differs=()
 READ_ONLY=1
 echo "configure: reading everything back"
