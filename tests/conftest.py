@@ -31,7 +31,7 @@ GROUP_OF_MODULE = {m: g for g, modules in GROUPS.items() for m in modules}
 # the groups are handed out depends on it (longest first, so the last one to start is short). A
 # group missing here counts as a minute; ungrouped tests (unit, single scenarios) come last.
 EXPECTED_S = {
-    "test_ansible": 900, "sync": 300, "test_compose_files": 300, "geo": 240, "smoke": 200, "docker": 200,
+    "test_ansible": 1000, "sync": 300, "test_compose_files": 300, "geo": 240, "smoke": 200, "docker": 200,
     "test_active_active": 150, "test_secure": 150, "test_secure_geo": 120, "test_pytest_plugin": 120,
     "test_upgrade": 190, "test_install": 90, "test_terminal": 60, "test_spark_cluster": 150, "test_dropin": 60,
 }
