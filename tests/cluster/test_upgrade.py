@@ -17,9 +17,8 @@ import pytest
 from pulsarlab import ops
 from pulsarlab.deployment import NodeControl
 from pulsarlab.errors import CheckFailed, UsageError
-from pulsarlab.upgrade.run import Moved, under_replicated
+from pulsarlab.upgrade.run import Moved
 from pulsarlab.workload.run import WorkloadConfig
-from tests.eventually import eventually
 from tests.topology_files import builtin_at
 
 pytestmark = pytest.mark.cluster
@@ -102,22 +101,16 @@ def test_bad_input_is_refused_before_any_node_is_touched(cluster: NodeControl) -
     before = pids(cluster)
     with pytest.raises(UsageError, match="4.0.99: no such release can be resolved"):
         ops.upgrade(cluster.state_dir, "4.0.99")
-    cluster.stop_node("bk2")
+    # the broker, not a bookie: a bookie away for a while has its ledgers marked under-replicated by
+    # auto-recovery, and the test would then wait tens of seconds for the marks to clear
+    cluster.stop_node("pulsar1")
     try:
-        with pytest.raises(CheckFailed, match="refused, no node touched: not serving: bk2"):
+        with pytest.raises(CheckFailed, match="refused, no node touched: not serving: pulsar1"):
             ops.upgrade(cluster.state_dir, OLD)
     finally:
-        cluster.start_node("bk2")
-    # bk2 was away: auto-recovery may mark its ledgers under-replicated for a while, and an upgrade
-    # meanwhile is refused for it (the gate); the next test starts once nothing is marked
-    eventually(lambda: assert_nothing_under_replicated(cluster), timeout=180, what="no under-replicated ledger")
-    assert {n: p for n, p in pids(cluster).items() if n != "bk2"} == {n: p for n, p in before.items() if n != "bk2"}
+        cluster.start_node("pulsar1")
+    assert {n: p for n, p in pids(cluster).items() if n != "pulsar1"} == {n: p for n, p in before.items() if n != "pulsar1"}
     assert set(reported(cluster).values()) == {NEW}
-
-
-def assert_nothing_under_replicated(cluster: NodeControl) -> None:
-    ready = {n["name"]: n["ready"] for n in ops.status(cluster.state_dir)["nodes"]}
-    assert under_replicated(ops.open_control(cluster.state_dir, "read"), ready) == {"smoke": []}  # type: ignore[arg-type]
 
 
 class Stop(Exception):
