@@ -119,9 +119,14 @@ def maven_repo() -> Path:
     return settings.current().maven_repo
 
 
+def maven_artifact_dir() -> Path:
+    """The local Maven repository's folder of the server distribution (one subfolder per version)."""
+    return maven_repo() / GROUP.replace(".", "/") / ARTIFACT
+
+
 def maven_tarball(version: str) -> Path:
     """Where Maven keeps the distribution's tarball once downloaded (the local artifact cache)."""
-    return maven_repo() / GROUP.replace(".", "/") / ARTIFACT / version / f"{ARTIFACT}-{version}-bin.tar.gz"
+    return maven_artifact_dir() / version / f"{ARTIFACT}-{version}-bin.tar.gz"
 
 
 def downloaded_bytes(tarball: Path) -> int:

@@ -205,11 +205,6 @@ def mirror_address(subnet: IPv4Network) -> str:
     return str(list(subnet.hosts())[MIRROR_HOST - 1])
 
 
-def mirror_folder() -> Path:
-    """The local Maven repository's folder of the server distribution (one subfolder per version)."""
-    return distribution.maven_tarball("0").parents[1]
-
-
 def _run_mirror(docker: DockerClient, lab: Lab, image: str) -> bool:
     """The mirror's container (once per lab): Python's HTTP server over the distributions' folder,
     mounted read-only where Maven's layout puts it, so the URL paths are Maven Central's."""
@@ -218,7 +213,7 @@ def _run_mirror(docker: DockerClient, lab: Lab, image: str) -> bool:
         if docker.container.inspect(name).state.running:
             return False
         docker.container.remove(name, force=True)
-    folder = mirror_folder()
+    folder = distribution.maven_artifact_dir()
     inside = f"{MIRROR_ROOT}/{folder.relative_to(distribution.maven_repo())}"
     address = mirror_address(IPv4Network(lab.subnet))
     docker.run(image, ["python3", "-m", "http.server", str(MIRROR_PORT), "--bind", address, "--directory", MIRROR_ROOT],
