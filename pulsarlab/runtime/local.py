@@ -23,7 +23,7 @@ from pulsarlab.errors import NodeStartError, ProcessFailedError
 from pulsarlab.render import render_node, write_topology
 from pulsarlab.runtime import cgroup
 from pulsarlab.runtime.base import NodeRuntime
-from pulsarlab.runtime.cds import ClassArchives
+from pulsarlab.runtime.cds import class_archives, classpath_dir, node_recording
 from pulsarlab.runtime.jvm import hosts_text, pulsar_env
 from pulsarlab.runtime.state import ClusterState, ProcessRecord
 from pulsarlab.runtime.waits import log_tail
@@ -70,14 +70,14 @@ class LocalCluster(NodeRuntime):
                 rec.kill()
         node = self.topo.node(name)
         if (part := self._recording(node.role.value, node)) is not None:
-            ClassArchives.of(self.node_distribution(name)).settle(node.role.value, part, clean)
+            class_archives(self.node_distribution(name)).settle(node.role.value, part, clean)
 
     def _recording(self, kind: str, node: Node) -> Path | None:
         """Where this JVM records its kind's class archive, if it is the one that does: the
         first node of each role (one archive suffices)."""
         if not self.topo.jvm.class_sharing or self.topo.nodes_of(node.role)[0].name != node.name:
             return None
-        return ClassArchives.of(self.node_distribution(node.name)).recording(kind, node.name, self.state_dir)
+        return node_recording(class_archives(self.node_distribution(node.name)), kind, node.name, self.state_dir)
 
     # ----- versions ----------------------------------------------------------------------------
     def node_distribution(self, name: str) -> Distribution:
@@ -179,10 +179,10 @@ class LocalCluster(NodeRuntime):
             for key in ("PULSAR_EXTRA_OPTS", "BOOKIE_EXTRA_OPTS"):
                 env[key] = f"{env[key]} -Djdk.net.hosts.file={dirs.conf / 'hosts'}"
         if self.topo.jvm.class_sharing:
-            archives = ClassArchives.of(dist)
+            archives = class_archives(dist)
             # one classpath for every node (see pulsarlab.runtime.cds); the node's own log
             # configuration named explicitly (a later -D wins over bin/pulsar's own)
-            env["PULSAR_LOG_CONF"] = str(archives.classpath_dir / "log4j2.yaml")
+            env["PULSAR_LOG_CONF"] = str(classpath_dir(archives) / "log4j2.yaml")
             opts = f"-Dlog4j.configurationFile={dirs.conf / 'log4j2.yaml'}"
             if kind is not None:
                 opts += " " + archives.jvm_options(kind, self._recording(kind, node))
@@ -243,7 +243,7 @@ class LocalCluster(NodeRuntime):
                                      timeout("init"), log_tail(log_path)) from None
             finally:
                 if part is not None:
-                    ClassArchives.of(self.distribution()).settle("init", part, rc == 0)
+                    class_archives(self.distribution()).settle("init", part, rc == 0)
         if rc != 0:
             raise ProcessFailedError(cmd, rc, log_tail(log_path, 40))
 

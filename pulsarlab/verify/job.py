@@ -52,7 +52,7 @@ from pulsarlab.verify.model import CHECKS, MAX_EXAMPLES, Check, Expectations, Ve
 from pulsarlab.verify.parts import missing_on_executor, unreadable_in
 from pulsarlab.verify.plan import BY_CLUSTER_SEP, Example, Plan, add_found
 from pulsarlab.verify.reconcile import Reconciled, reconcile
-from pulsarlab.verify.session import SPARK_LOG_NAME, spark_session
+from pulsarlab.verify.session import QUICK_JIT_MAX_ROWS, SPARK_LOG_NAME, spark_session
 
 __all__ = ["MAX_CLUSTERS", "SPARK_SCHEMA", "VERDICT_FILE", "base_topic", "verify"]
 
@@ -107,8 +107,10 @@ def verify(
     log = (target.parent if target is not None else dirs[0]) / SPARK_LOG_NAME
     with progress.step("dims", "cross-checking the history's files", "reading", "read"):
         history = reconcile(dirs)
+    quick_jit = sum(pq.read_metadata(p).num_rows for p in history.paths) <= QUICK_JIT_MAX_ROWS
     with progress.step("spark", f"Spark ({master or 'local[*]'}), its log in {log}", "starting", "ready"):
-        spark = spark_session(master, driver_memory=driver_memory, executor_python=executor_python, log_file=log)
+        spark = spark_session(master, driver_memory=driver_memory, executor_python=executor_python, log_file=log,
+                              quick_jit=quick_jit)
     while True:
         job = _Job(spark, dirs, expect or Expectations(), history)
         with progress.step("checks", f"checking {len(job.paths)} history part(s) of {len(job.d.producers)} producer(s)",

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -13,6 +16,8 @@ from urllib.parse import urlsplit
 
 import psutil
 
+from pulsarlab.classdata import ClassArchives
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -20,6 +25,12 @@ DEFAULT_MASTER = "local[*]"
 GIB = 1 << 30
 SPARK_LOG_NAME = "spark.log"
 _spark_log: Path | None = None  # where the running session's JVM writes its stderr
+# The driver JVM's JIT up to this many history rows: C1 alone (bench/verify_jit.py: 0.62-0.70x the
+# CPU of the full JIT from 150,000 to 5 million rows; most of a small verify is the JVM's start and
+# first queries). Above it, the full JIT, unmeasured against C1 there (docs/verify.md).
+QUICK_JIT_MAX_ROWS = 10_000_000
+DRIVER = "driver"  # the kind of JVM whose classes are archived (pulsarlab.classdata)
+ARCHIVE_WAIT_S = 60.0  # for the recording driver JVM to write its class archive at exit
 
 
 def spark_log() -> Path | None:
@@ -59,6 +70,58 @@ def _on_loopback(master: str) -> bool:
     return host == "localhost" or host.startswith("127.")
 
 
+def spark_java() -> Path | None:
+    """The Java executable ``spark-submit`` runs (``$JAVA_HOME/bin/java``, else ``java`` on PATH)."""
+    home = os.environ.get("JAVA_HOME")
+    found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    return Path(found) if found and Path(found).is_file() else None
+
+
+def driver_archives() -> ClassArchives | None:
+    """Where the driver JVM's class archive is kept for this Spark and JDK (None without a Java)."""
+    java = spark_java()
+    if java is None:
+        return None
+    from pyspark import __version__ as pyspark_version
+
+    return ClassArchives.for_java(f"spark-{pyspark_version}", java)
+
+
+def driver_java_options(quick_jit: bool, archives: ClassArchives | None, recording: Path | None) -> str:
+    """The driver JVM's options: warnings only from log4j's first line and the JVM's own log on
+    stderr (it defaults to stdout, which is the user's: ``verify --json``), C1 alone when
+    ``quick_jit``, and the driver's class archive mapped, or recorded at ``recording`` while
+    there is none."""
+    opts = ["-Dlog4j2.rootLogger.level=warn", "-Dlog4j.rootLevel=warn", "-Xlog:disable", "-Xlog:all=warning:stderr"]
+    if quick_jit:
+        opts.append("-XX:TieredStopAtLevel=1")
+    if archives is not None and (sharing := archives.jvm_options(DRIVER, recording)):
+        opts.append(sharing)
+    return " ".join(opts)
+
+
+def _keep_recording(archives: ClassArchives, recording: Path) -> None:
+    """At this process's exit: stop Spark, end the driver JVM as PySpark does (its stdin closed,
+    it exits by itself) and wait, bounded, for it to write the class archive it recorded; the
+    archive is kept only from a clean exit. Once per machine, Spark and JDK."""
+    from pyspark import SparkContext
+
+    proc = getattr(SparkContext._gateway, "proc", None)
+    rc = None
+    if proc is not None:
+        if SparkContext._active_spark_context is not None:
+            SparkContext._active_spark_context.stop()
+        print(f"pulsarlab: writing the Spark driver's class archive (once; later verifies start faster): {recording}",
+              file=sys.stderr)
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            rc = proc.wait(timeout=ARCHIVE_WAIT_S)
+        except (OSError, subprocess.TimeoutExpired):
+            rc = None  # not waited for longer: a later process records again
+    archives.settle(DRIVER, recording, rc == 0)
+
+
 def spark_session(
     master: str | None = None,
     *,
@@ -67,6 +130,7 @@ def spark_session(
     executor_python: str | None = None,
     app_name: str = "pulsarlab-verify",
     log_file: Path | None = None,
+    quick_jit: bool = False,
 ) -> SparkSession:
     """Get (or create) a quiet Spark session sized for a small machine.
 
@@ -79,7 +143,8 @@ def spark_session(
     another master is stopped first (a new master never silently runs on the old one). The memory
     setting only applies when a new JVM is started.
 
-    A new JVM writes its stderr (Spark's log4j output, the JVM's warnings) to ``log_file``
+    A new JVM runs with :func:`driver_java_options` (``quick_jit``: C1 alone, for small histories).
+    It writes its stderr (Spark's log4j output, the JVM's warnings) to ``log_file``
     (default ``$TMPDIR/pulsarlab-spark.log``), never to the terminal: :func:`spark_log` names it.
     """
     global _spark_log
@@ -99,6 +164,11 @@ def spark_session(
     # The Python side reads PYSPARK_PYTHON when the context starts and sends that path with every
     # Python function; the spark.pyspark.* settings only matter to spark-submit, set for the record.
     os.environ["PYSPARK_PYTHON"] = python
+    archives, recording = driver_archives(), None
+    if archives is not None and not archives.archive(DRIVER).is_file() and SparkContext._gateway is None:
+        # this process starts the first driver JVM here: it records, and its exit keeps the archive
+        recording = archives.recording(DRIVER, f"pid{os.getpid()}")
+        atexit.register(_keep_recording, archives, recording)
     builder = (
         SparkSession.builder.master(master or DEFAULT_MASTER)
         .appName(app_name)
@@ -114,8 +184,7 @@ def spark_session(
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.hadoop.parquet.page.verify-checksum.enabled", "true")  # a damaged page is an error, not data
-        # log4j from the first line at warn (into the log file, see _stderr_into)
-        .config("spark.driver.extraJavaOptions", "-Dlog4j2.rootLogger.level=warn -Dlog4j.rootLevel=warn")
+        .config("spark.driver.extraJavaOptions", driver_java_options(quick_jit, archives, recording))
     )
     log = log_file or Path(tempfile.gettempdir()) / "pulsarlab-spark.log"
     with _stderr_into(log):

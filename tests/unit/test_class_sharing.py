@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from pulsarlab.classdata import STALE_SECONDS
 from pulsarlab.distribution import Distribution, Java
-from pulsarlab.runtime.cds import STALE_SECONDS, ClassArchives
+from pulsarlab.runtime.cds import class_archives, classpath_dir, node_recording
 from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.topology import Role, load
 
@@ -27,8 +28,8 @@ def opts(env: dict[str, str]) -> list[str]:
 
 
 def test_first_start_records_then_every_start_maps(dist: Distribution, tmp_path: Path) -> None:
-    archives = ClassArchives.of(dist)
-    part = archives.recording("broker", "pulsar1", tmp_path)
+    archives = class_archives(dist)
+    part = node_recording(archives, "broker", "pulsar1", tmp_path)
     assert archives.jvm_options("broker", None) == ""
     assert archives.jvm_options("broker", part) == f"-XX:ArchiveClassesAtExit={part}"
 
@@ -41,8 +42,8 @@ def test_first_start_records_then_every_start_maps(dist: Distribution, tmp_path:
 
 
 def test_a_recording_is_kept_only_from_a_clean_exit(dist: Distribution, tmp_path: Path) -> None:
-    archives = ClassArchives.of(dist)
-    part = archives.recording("bookie", "bk1", tmp_path)
+    archives = class_archives(dist)
+    part = node_recording(archives, "bookie", "bk1", tmp_path)
     part.write_bytes(b"half written")
     assert archives.settle("bookie", part, clean_exit=False) is None
     assert not part.exists() and not archives.archive("bookie").exists()
@@ -53,13 +54,13 @@ def test_a_recording_is_kept_only_from_a_clean_exit(dist: Distribution, tmp_path
 
 
 def test_stale_recordings_are_dropped(dist: Distribution, tmp_path: Path) -> None:
-    archives = ClassArchives.of(dist)
-    old = archives.recording("zookeeper", "zk", tmp_path / "gone")
+    archives = class_archives(dist)
+    old = node_recording(archives, "zookeeper", "zk", tmp_path / "gone")
     old.parent.mkdir(parents=True, exist_ok=True)
     old.write_bytes(b"x")
     past = time.time() - STALE_SECONDS - 60
     os.utime(old, (past, past))
-    archives.jvm_options("zookeeper", archives.recording("zookeeper", "zk", tmp_path))
+    archives.jvm_options("zookeeper", node_recording(archives, "zookeeper", "zk", tmp_path))
     assert not old.exists()
 
 
@@ -68,18 +69,18 @@ def test_archives_are_kept_per_distribution_and_jdk(dist: Distribution, tmp_path
     fake_java = tmp_path / "java"
     fake_java.write_text("#!/bin/sh\n")
     other_jdk = Distribution(dist.home, dist.version, Java(None, str(fake_java), 17))
-    roots = {ClassArchives.of(d).root for d in (dist, other_version, other_jdk)}
+    roots = {class_archives(d).root for d in (dist, other_version, other_jdk)}
     assert len(roots) == 3
 
 
 def test_every_node_has_one_classpath_and_its_own_log_configuration(dist: Distribution, tmp_path: Path) -> None:
     topo = load("sync")
     cluster = LocalCluster(topo, tmp_path / "state", dist)
-    archives = ClassArchives.of(dist)
+    archives = class_archives(dist)
     for node in topo.nodes:
         env = cluster._env(node, node.role.value)
-        assert Path(env["PULSAR_LOG_CONF"]).parent == archives.classpath_dir  # bin/pulsar's first classpath entry
-        assert not any(archives.classpath_dir.iterdir())  # it must stay empty for the archive to be usable
+        assert Path(env["PULSAR_LOG_CONF"]).parent == classpath_dir(archives)  # bin/pulsar's first classpath entry
+        assert not any(classpath_dir(archives).iterdir())  # it must stay empty for the archive to be usable
         own = cluster.dirs(node).conf / "log4j2.yaml"
         assert f"-Dlog4j.configurationFile={own}" in opts(env)
         recording = [o for o in opts(env) if o.startswith("-XX:ArchiveClassesAtExit=")]

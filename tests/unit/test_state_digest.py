@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from pulsarlab.chaos import netfilter
+from pulsarlab.classdata import ClassArchives
 from pulsarlab.identity import state_digest
 from pulsarlab.runtime import cgroup
-from pulsarlab.runtime.cds import ClassArchives
+from pulsarlab.runtime.cds import node_recording
 from pulsarlab.runtime.docker import compose
 from pulsarlab.topology import load
 
@@ -31,5 +32,5 @@ def test_every_name_a_deployment_gives_outside_carries_it(tmp_path: Path) -> Non
     assert compose.project_name(load("smoke"), tmp_path) == f"pulsarlab-smoke-{digest}"
     assert cgroup.node_path(tmp_path, "bk1") == f"pulsarlab/{digest}/bk1"
     assert netfilter.identity(tmp_path) == f"pulsarlab:{digest}"
-    recording = ClassArchives(tmp_path / "cds").recording("broker", "pulsar1", tmp_path)
+    recording = node_recording(ClassArchives(tmp_path / "cds"), "broker", "pulsar1", tmp_path)
     assert recording.name == f"broker.pulsar1.{digest}.jsa.part"

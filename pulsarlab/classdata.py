@@ -1,0 +1,82 @@
+"""Class-data sharing: the classes a kind of JVM loads, archived once per program and JDK.
+
+A JVM started while its kind has no archive yet records the classes it loads and writes them
+(JDK 17's dynamic AppCDS, ``-XX:ArchiveClassesAtExit``) when it exits cleanly; every later start
+of that kind maps the archive instead of parsing and verifying its ten thousand classes again.
+One JVM of each kind records at a time in practice (the caller picks it); one killed before it
+exits leaves nothing behind. An archive the JVM finds unusable (another classpath, another JDK
+build) is ignored by the JVM itself (``-Xshare:auto``), so the worst case is the ordinary start.
+
+Two programs use it: the Pulsar nodes of the local runtime (:mod:`pulsarlab.runtime.cds`) and the
+verifier's Spark driver (:mod:`pulsarlab.verify.session`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pulsarlab import settings
+
+STALE_SECONDS = 24 * 3600  # a recording left by a JVM that never exited cleanly
+
+
+@dataclass(frozen=True)
+class ClassArchives:
+    """Where one program + JDK pair keeps its archives, one per kind of JVM."""
+
+    root: Path
+
+    @classmethod
+    def for_java(cls, program: str, java_executable: str | Path, major: int | None = None) -> ClassArchives:
+        """The archives of ``program`` (a name and version: a new version starts afresh) run by
+        this Java executable; another JDK build (its size or time changed) gets folders of its own."""
+        java = Path(java_executable).resolve()
+        st = java.stat()
+        key = hashlib.sha256(f"{java}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:12]
+        return cls(settings.current().cache_dir / "cds" / f"{program}-java{major or ''}-{key}")
+
+    def archive(self, kind: str) -> Path:
+        """The archive of one kind of JVM (a Pulsar role, ``init``, the Spark ``driver``)."""
+        return self.root / f"{kind}.jsa"
+
+    def recording(self, kind: str, owner: str) -> Path:
+        """Where one JVM (``owner``: unique among those that may record at once) records its
+        kind's archive before it is promoted."""
+        self.root.mkdir(parents=True, exist_ok=True)  # the JVM writes there but makes no folder
+        return self.root / f"{kind}.{owner}.jsa.part"
+
+    def jvm_options(self, kind: str, recording: Path | None) -> str:
+        """Map the kind's archive if there is one; else record one at ``recording`` (if given)."""
+        archive = self.archive(kind)
+        if archive.is_file():
+            return f"-XX:SharedArchiveFile={archive} -Xshare:auto"
+        if recording is None:
+            return ""
+        self._drop_stale()
+        recording.unlink(missing_ok=True)
+        return f"-XX:ArchiveClassesAtExit={recording}"
+
+    def settle(self, kind: str, recording: Path, clean_exit: bool) -> Path | None:
+        """After the JVM is gone: promote its recording if it exited cleanly, else drop it.
+        Returns the archive promoted now, if any."""
+        if not recording.is_file():
+            return None
+        if not clean_exit or recording.stat().st_size == 0:
+            recording.unlink(missing_ok=True)
+            return None
+        archive = self.archive(kind)
+        os.replace(recording, archive)  # atomic: a concurrent start sees the whole file or none
+        return archive
+
+    def _drop_stale(self) -> None:
+        now = time.time()
+        for p in self.root.glob("*.jsa.part"):
+            try:
+                if now - p.stat().st_mtime > STALE_SECONDS:
+                    p.unlink()
+            except FileNotFoundError:
+                pass
