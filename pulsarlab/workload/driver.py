@@ -17,10 +17,12 @@ import signal
 import subprocess
 import threading
 import time
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pulsarlab.classdata import ClassArchives
 from pulsarlab.distribution import Distribution, cache_root, file_lock
 from pulsarlab.errors import DistributionError
 from pulsarlab.history.journal import write_meta
@@ -29,7 +31,9 @@ from pulsarlab.progress import NO_PROGRESS, Reporter
 
 SOURCE = Path(__file__).with_name("java") / "Driver.java"
 MAIN_CLASS = "pulsarlab.driver.Driver"
-JVM_OPTIONS = ("-Xms64m", "-Xmx256m", "-XX:+UseParallelGC", "-Djava.net.preferIPv4Stack=true")
+# the JVM's own log on stderr (the driver's log file): stdout is the protocol
+JVM_OPTIONS = ("-Xms64m", "-Xmx256m", "-XX:+UseParallelGC", "-Djava.net.preferIPv4Stack=true",
+               "-Xlog:disable", "-Xlog:all=warning:stderr")
 # C1 only: a driver at a modest rate never repays what C2 spends compiling the client (seconds of
 # CPU in each JVM's first minute, on machines where the cluster's nodes need that CPU)
 QUICK_JIT = ("-XX:TieredStopAtLevel=1",)
@@ -67,10 +71,12 @@ def javac_for(dist: Distribution) -> str:
 
 
 def driver_classes(dist: Distribution, progress: Reporter = NO_PROGRESS) -> Path:
-    """Compile the driver against this distribution once; return its classes folder (with log4j2 config)."""
+    """Compile the driver against this distribution once; return its classes folder (with log4j2
+    config), beside which :func:`driver_jar` holds the same classes (a class archive cannot be made
+    with a folder of classes on the classpath)."""
     digest = hashlib.sha256(SOURCE.read_bytes() + dist.version.encode()).hexdigest()[:16]
     root = cache_root() / "driver" / digest
-    done = root / ".built"
+    done = root / ".built-jar"
     if done.exists():
         return root / "classes"
     root.mkdir(parents=True, exist_ok=True)
@@ -86,9 +92,37 @@ def driver_classes(dist: Distribution, progress: Reporter = NO_PROGRESS) -> Path
             if proc.returncode:
                 tail = proc.stderr.strip()[-2000:]
                 raise DistributionError(f"compiling the workload driver failed (exit {proc.returncode}): {tail}")
+        with zipfile.ZipFile(driver_jar(classes), "w") as jar:
+            for f in sorted(classes.rglob("*.class")):
+                jar.write(f, f.relative_to(classes).as_posix())
         (classes / "log4j2-driver.properties").write_text(LOG4J2)
         done.touch()
     return classes
+
+
+def driver_jar(classes: Path) -> Path:
+    return classes.parent / "driver.jar"
+
+
+def driver_archives(dist: Distribution, classes: Path) -> ClassArchives:
+    """The class archives of this build of the driver (one per mode: produce, consume, read)."""
+    return ClassArchives.for_java(f"driver-{classes.parent.name}", dist.java.executable, dist.java.major)
+
+
+_recorders: set[tuple[Path, str]] = set()  # (archives, mode) whose recording a driver of this process took
+_recorders_lock = threading.Lock()
+
+
+def _recording_for(archives: ClassArchives, mode: str, name: str) -> Path | None:
+    """Where this driver records its mode's class archive: only while there is none, and only the
+    first driver of that mode in this process (one archive suffices)."""
+    if archives.archive(mode).is_file():
+        return None
+    with _recorders_lock:
+        if (archives.root, mode) in _recorders:
+            return None
+        _recorders.add((archives.root, mode))
+    return archives.recording(mode, f"{os.getpid()}-{name}")
 
 
 @dataclass
@@ -108,20 +142,26 @@ class DriverProcess:
     failure: str | None = None  # why the driver failed (the first reason found), None while it has not
     _proc: subprocess.Popen | None = None
     _reader: threading.Thread | None = None
+    _archives: ClassArchives | None = None
+    _recording: Path | None = None
 
     @property
     def log_path(self) -> Path:
         return self.out / f"_driver-{self.name}.log"
 
     def start(self, dist: Distribution, classes: Path, quick_jit: bool = False) -> None:
-        """Launch the JVM (``quick_jit``: C1 only, see :data:`QUICK_JIT`)."""
+        """Launch the JVM (``quick_jit``: C1 only, see :data:`QUICK_JIT`), mapping its mode's class
+        archive (:mod:`pulsarlab.classdata`; the first driver of a mode records it)."""
         base = self.out / self.part
         write_meta(base, self.constants)
         cfg_path = self.out / f"_driver-{self.name}.json"
         cfg_path.write_text(json.dumps({**self.config, "mode": self.mode, "name": self.name, "journal": str(base)}))
         log4j = f"-Dlog4j2.configurationFile={classes / 'log4j2-driver.properties'}"
-        cmd = [dist.java.executable, *JVM_OPTIONS, *(QUICK_JIT if quick_jit else ()), log4j,
-               "-cp", f"{classes}:{dist.home / 'lib'}/*", MAIN_CLASS, str(cfg_path)]
+        archives = self._archives = driver_archives(dist, classes)
+        self._recording = _recording_for(archives, self.mode, self.name)
+        sharing = archives.jvm_options(self.mode, self._recording).split()
+        cmd = [dist.java.executable, *JVM_OPTIONS, *(QUICK_JIT if quick_jit else ()), *sharing, log4j,
+               "-cp", f"{driver_jar(classes)}:{dist.home / 'lib'}/*", MAIN_CLASS, str(cfg_path)]
         with open(self.log_path, "ab") as log:
             # a process group of its own: a Ctrl-C on the terminal reaches pulsarlab, which decides
             # (end the send phase, or stop); end of stdin tells the driver its parent is gone
@@ -174,6 +214,7 @@ class DriverProcess:
             return False
         if self._reader is not None:
             self._reader.join(timeout=5)
+        self._settle()
         return True
 
     def kill(self) -> None:
@@ -182,6 +223,13 @@ class DriverProcess:
             self._proc.wait()
         if self._reader is not None:
             self._reader.join(timeout=5)
+        self._settle()
+
+    def _settle(self) -> None:
+        """Keep the class archive this JVM recorded if it exited cleanly (exit code 0)."""
+        if self._archives is not None and self._recording is not None and self._proc is not None:
+            self._archives.settle(self.mode, self._recording, self._proc.returncode == 0)
+            self._recording = None
 
     def fail(self, reason: str) -> None:
         """Record that the driver failed; the first reason is the one kept."""

@@ -24,7 +24,7 @@ from pulsarlab.cli import app
 from pulsarlab.history import read_history
 from pulsarlab.history.manifest import read_manifest
 from pulsarlab.runtime.local import LocalCluster
-from pulsarlab.workload.driver import DriverProcess, driver_classes
+from pulsarlab.workload.driver import DriverProcess, driver_archives, driver_classes
 from pulsarlab.workload.run import WorkloadConfig
 from tests.eventually import eventually
 
@@ -241,6 +241,10 @@ def test_a_first_ctrl_c_ends_sending_and_the_run_still_completes(smoke: LocalClu
     assert verdict.status == "pass", (verdict.reasons, {k: v for k, v in verdict.counts().items() if v})
     history = read_history(out)
     assert pc.sum(pc.equal(history["type"], "ok")).as_py() > 0
+    # every mode's class archive is in place: recorded by the first driver of each mode on this
+    # machine that exited cleanly (this run's, at the latest)
+    archives = driver_archives(smoke.distribution(), driver_classes(smoke.distribution()))
+    assert all(archives.archive(mode).is_file() for mode in ("produce", "consume", "read")), list(archives.root.iterdir())
 
 
 def test_a_second_ctrl_c_interrupts_and_leaves_no_driver_running(smoke: LocalCluster, tmp_path: Path) -> None:
@@ -250,6 +254,8 @@ def test_a_second_ctrl_c_interrupts_and_leaves_no_driver_running(smoke: LocalClu
     proc = _workload_cli(smoke, out, rate=100)
     try:
         drivers = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+        # each driver JVM maps its mode's class archive (the test above left them in place)
+        mapped = {p: re.findall(r"/(produce|consume)\.jsa$", Path(f"/proc/{p}/maps").read_text(), re.M) for p in drivers}
         proc.send_signal(signal.SIGINT)
         time.sleep(1)
         proc.send_signal(signal.SIGINT)
@@ -262,6 +268,7 @@ def test_a_second_ctrl_c_interrupts_and_leaves_no_driver_running(smoke: LocalClu
     manifest = read_manifest(out)
     assert manifest is not None and not manifest.finished
     assert len(drivers) >= 2
+    assert all(mapped.values()), mapped
     eventually(lambda: _none_alive(drivers), timeout=60, interval=0.5, what="the driver JVMs to exit")
 
 
