@@ -31,13 +31,16 @@ class ClassArchives:
     root: Path
 
     @classmethod
-    def for_java(cls, program: str, java_executable: str | Path, major: int | None = None) -> ClassArchives:
-        """The archives of ``program`` (a name and version: a new version starts afresh) run by
-        this Java executable; another JDK build (its size or time changed) gets folders of its own."""
+    def for_java(cls, program: str, location: Path, java_executable: str | Path, major: int | None = None) -> ClassArchives:
+        """The archives of ``program`` (a name and version) installed at ``location`` (the folder
+        its jars are in) run by this Java executable. An archive holds the classpath it was made
+        with, and a JVM silently ignores one made from another: so another install of the same
+        version, and another JDK build (its size or time changed), get folders of their own."""
         java = Path(java_executable).resolve()
         st = java.stat()
         key = hashlib.sha256(f"{java}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:12]
-        return cls(settings.current().cache_dir / "cds" / f"{program}-java{major or ''}-{key}")
+        where = hashlib.sha256(str(Path(location).resolve()).encode()).hexdigest()[:8]
+        return cls(settings.current().cache_dir / "cds" / f"{program}-{where}-java{major or ''}-{key}")
 
     def archive(self, kind: str) -> Path:
         """The archive of one kind of JVM (a Pulsar role, ``init``, the Spark ``driver``)."""

@@ -18,7 +18,7 @@ from pulsarlab.identity import state_digest
 
 
 def class_archives(dist: Distribution) -> ClassArchives:
-    return ClassArchives.for_java(dist.version, dist.java.executable, dist.java.major)
+    return ClassArchives.for_java(dist.version, dist.home, dist.java.executable, dist.java.major)
 
 
 def classpath_dir(archives: ClassArchives) -> Path:

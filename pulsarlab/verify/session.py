@@ -82,9 +82,9 @@ def driver_archives() -> ClassArchives | None:
     java = spark_java()
     if java is None:
         return None
-    from pyspark import __version__ as pyspark_version
+    import pyspark
 
-    return ClassArchives.for_java(f"spark-{pyspark_version}", java)
+    return ClassArchives.for_java(f"spark-{pyspark.__version__}", Path(pyspark.__file__).parent, java)
 
 
 def driver_java_options(quick_jit: bool, archives: ClassArchives | None, recording: Path | None) -> str:

@@ -106,7 +106,7 @@ def driver_jar(classes: Path) -> Path:
 
 def driver_archives(dist: Distribution, classes: Path) -> ClassArchives:
     """The class archives of this build of the driver (one per mode: produce, consume, read)."""
-    return ClassArchives.for_java(f"driver-{classes.parent.name}", dist.java.executable, dist.java.major)
+    return ClassArchives.for_java(f"driver-{classes.parent.name}", dist.home, dist.java.executable, dist.java.major)
 
 
 _recorders: set[tuple[Path, str]] = set()  # (archives, mode) whose recording a driver of this process took

@@ -64,13 +64,14 @@ def test_stale_recordings_are_dropped(dist: Distribution, tmp_path: Path) -> Non
     assert not old.exists()
 
 
-def test_archives_are_kept_per_distribution_and_jdk(dist: Distribution, tmp_path: Path) -> None:
+def test_archives_are_kept_per_distribution_folder_version_and_jdk(dist: Distribution, tmp_path: Path) -> None:
     other_version = Distribution(dist.home, "4.0.9", dist.java)
     fake_java = tmp_path / "java"
     fake_java.write_text("#!/bin/sh\n")
     other_jdk = Distribution(dist.home, dist.version, Java(None, str(fake_java), 17))
-    roots = {class_archives(d).root for d in (dist, other_version, other_jdk)}
-    assert len(roots) == 3
+    other_folder = Distribution(tmp_path / "elsewhere", dist.version, dist.java)  # same release, other jars' paths
+    roots = {class_archives(d).root for d in (dist, other_version, other_jdk, other_folder)}
+    assert len(roots) == 4
 
 
 def test_every_node_has_one_classpath_and_its_own_log_configuration(dist: Distribution, tmp_path: Path) -> None:
