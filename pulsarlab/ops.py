@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import yaml
@@ -345,8 +345,17 @@ def status(state_dir: Path | None) -> dict:
     }
 
 
-def down(state_dir: Path | None, keep_data: bool = False, say: Say = _quiet) -> list[str] | None:
-    """The nodes stopped; None when there is no cluster to stop (not an error: ``down`` is idempotent)."""
+@dataclass(frozen=True)
+class Down:
+    """What ``down`` did: the nodes it stopped, or, for a cluster it only attached to, that it
+    forgot the attachment and stopped nothing (the runtime that started the nodes stops them)."""
+
+    stopped: list[str]
+    detached: str | None = None  # the attached runtime (external, compose, ansible)
+
+
+def down(state_dir: Path | None, keep_data: bool = False, say: Say = _quiet) -> Down | None:
+    """What was stopped or detached; None when there is no cluster (not an error: ``down`` is idempotent)."""
     state_dir = state_dir or settings.current().state_dir
     if state_dir is None and not list(settings.STATE_ROOT.glob("*/state.json")):
         return None
@@ -354,7 +363,8 @@ def down(state_dir: Path | None, keep_data: bool = False, say: Say = _quiet) -> 
         return None
     cluster = open_cluster(state_dir, say)
     monitoring.stop(cluster, clean=not keep_data)
-    return cluster.down(keep_data)
+    stopped = cluster.down(keep_data)
+    return Down(stopped, cluster.runtime if cluster.runtime in ATTACHED else None)
 
 
 def env(state_dir: Path | None, cluster_name: str | None = None) -> urls.ClusterEnv:

@@ -215,13 +215,16 @@ def down(
 ) -> None:
     """Stop every node by pid; wipe the data unless --keep-data. Nothing running is not an error (exit 0)."""
     with reporter(err, quiet) as progress:
-        stopped = ops.down(state_dir, keep_data, say=progress)
-    if stopped is None:
+        done = ops.down(state_dir, keep_data, say=progress)
+    if done is None:
         out.print("nothing to stop: no pulsarlab cluster here")
-    elif not stopped:
+    elif done.detached:
+        out.print(f"detached: pulsarlab only attached to this cluster ({done.detached} runtime), so it stopped "
+                  "nothing and its nodes keep running; stop them where they were started")
+    elif not done.stopped:
         out.print("nothing to stop: no node was running" + (" (data kept)" if keep_data else " (state cleared)"))
     else:
-        out.print(f"stopped {len(stopped)} nodes" + (" (data kept)" if keep_data else ""))
+        out.print(f"stopped {len(done.stopped)} nodes" + (" (data kept)" if keep_data else ""))
 
 
 def configure_cmd(

@@ -60,3 +60,18 @@ def test_a_node_command_on_an_attached_cluster_is_one_usage_error(tmp_path: Path
         result = CliRunner().invoke(app, [*args, "--state-dir", str(tmp_path)])
         assert result.exit_code == 2, (args, result.output)
         assert "was attached, not started, by pulsarlab" in result.stderr and "Traceback" not in result.output, args
+
+
+def test_down_of_an_attached_cluster_says_it_detached_and_stopped_nothing(tmp_path: Path) -> None:
+    """pulsarlab did not start an attached cluster's nodes: `down` forgets the attachment and says
+    so, never "no node was running" (its nodes may well run)."""
+    topo = load("smoke")
+    ClusterState(topo.name, "external", topo.name).save(tmp_path)  # as 'pulsarlab attach' leaves it
+    write_topology(topo, tmp_path)
+    result = CliRunner().invoke(app, ["down", "--state-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "detached: pulsarlab only attached to this cluster (external runtime), so it stopped nothing" in result.stdout
+    assert "no node was running" not in result.output
+    assert ClusterState.load(tmp_path) is None  # forgotten: a second down finds nothing
+    again = CliRunner().invoke(app, ["down", "--state-dir", str(tmp_path)])
+    assert again.exit_code == 0 and "nothing to stop: no pulsarlab cluster here" in again.stdout
