@@ -159,6 +159,15 @@ def kinds_of(topo: Topology, systemd: list[str], bare: list[str], sent: list[str
     return {n: "bare" if n in bare else "systemd" if n in wanted_systemd else "plain" for n in names}
 
 
+def reuse_problem(old: Lab, kinds: dict[str, str]) -> str | None:
+    """Why the lab in a folder cannot be completed into the one asked for (``up`` keeps the hosts
+    that run, so a host of another kind would stay what it was while the files said otherwise)."""
+    if set(old.hosts) != set(kinds):
+        return f"other nodes ({', '.join(sorted(old.hosts))})"
+    other = [f"{n} is {old.hosts[n]['kind']}, asked {kinds[n]}" for n in kinds if old.hosts[n].get("kind") != kinds[n]]
+    return f"hosts of other kinds ({'; '.join(other)})" if other else None
+
+
 # ----- acting on the engine -------------------------------------------------------------------------
 def _taken(docker: DockerClient) -> list[IPv4Network]:
     nets: list[IPv4Network] = []
@@ -269,9 +278,8 @@ def up(topology: str, folder: Path, systemd: list[str], bare: list[str], docker_
     kinds = kinds_of(topo, systemd, bare, sent)
     folder = folder.resolve()
     old = Lab.read(folder)
-    if old is not None and set(old.hosts) != set(kinds):
-        raise UsageError(f"{folder} holds a lab of other nodes ({', '.join(sorted(old.hosts))}): "
-                         "'pulsarlab hosts down' it first, or name another --out")
+    if old is not None and (problem := reuse_problem(old, kinds)):
+        raise UsageError(f"{folder} holds a lab of {problem}: 'pulsarlab hosts down' it first, or name another --out")
     docker = engine.client(docker_host)
     dist = distribution.resolve(None, version=topo.pulsar_version or distribution.DEFAULT_VERSION)
     folder.mkdir(parents=True, exist_ok=True)

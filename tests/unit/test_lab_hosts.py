@@ -9,7 +9,7 @@ import pytest
 
 from pulsarlab.chaos import netfilter
 from pulsarlab.errors import UsageError
-from pulsarlab.lab.hosts import Lab, addresses, at_addresses, connection, free_subnet, kinds_of, mirror_address
+from pulsarlab.lab.hosts import Lab, addresses, at_addresses, connection, free_subnet, kinds_of, mirror_address, reuse_problem, up
 from pulsarlab.topology import load
 
 
@@ -41,6 +41,26 @@ def test_host_kinds_take_all_or_names_and_refuse_unknown_or_both() -> None:
         kinds_of(topo, ["zk"], ["zk"])
     with pytest.raises(UsageError, match="no node named zk2"):  # --sent names hosts too
         kinds_of(topo, [], [], sent=["zk2"])
+
+
+def test_up_again_with_other_kinds_or_nodes_is_refused_before_the_engine_is_asked(tmp_path) -> None:
+    """A second ``hosts up`` on a folder keeps the hosts that run: asked for other kinds of hosts
+    (or another topology's nodes) it refuses, naming each difference, instead of leaving a plain
+    host where the inventory now says systemd. The engine named does not exist: nothing is asked."""
+    topo = load("smoke")
+    made = kinds_of(topo, ["all"], [])
+    Lab(str(tmp_path), "unix:///nowhere.sock", "pulsarlab-lab-x", "10.231.3.0/24",
+        {n: {"address": "10.231.3.10", "kind": k, "container": f"c-{n}"} for n, k in made.items()}).save()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(UsageError, match=r"hosts of other kinds \(zk is systemd, asked plain; .*'pulsarlab hosts down' it first"):
+        up("smoke", tmp_path, [], [], docker_host="unix:///nowhere.sock")
+    with pytest.raises(UsageError, match=r"bk1 is systemd, asked bare"):
+        up("smoke", tmp_path, ["zk", "bk2", "bk3", "pulsar1"], ["bk1"], docker_host="unix:///nowhere.sock")
+    with pytest.raises(UsageError, match=r"a lab of other nodes \(bk1, bk2, bk3, pulsar1, zk\)"):
+        up("sync", tmp_path, [], [], docker_host="unix:///nowhere.sock")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    old = Lab.read(tmp_path)
+    assert old is not None and reuse_problem(old, made) is None  # the same again: completed, not refused
 
 
 def test_hosts_are_reached_over_ssh_with_the_labs_key_and_known_hosts(tmp_path) -> None:
