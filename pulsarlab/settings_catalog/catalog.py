@@ -8,6 +8,11 @@ version and cached as JSON under the user's cache folder.
   classes name their keys with (``ServerConfiguration``, ``AbstractConfiguration``,
   ``ClientConfiguration``);
 * zookeeper: ``conf/zookeeper.conf``'s keys and the key-like strings ``QuorumPeerConfig`` reads.
+
+Where no field tells a key's type (every bookie and ZooKeeper key), the shipped file's default
+does when it is a boolean or a number: a value given for that key must be one too (``"64MB"``,
+``"10s"`` or ``"ture"`` would fail the server's start). A number default allows any number, since
+the file does not say whether the server reads an integer.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from pulsarlab import settings
 from pulsarlab.errors import DistributionError
 from pulsarlab.settings_catalog.classfile import ClassFormatError, ClassInfo, Field, read_from_jar
 
-FORMAT = 1
+FORMAT = 2  # 2: types from the shipped defaults
 CONF_FILE = {"broker": "broker.conf", "bookie": "bookkeeper.conf", "zookeeper": "zookeeper.conf"}
 BROKER_CLASS = "org.apache.pulsar.broker.ServiceConfiguration"
 BOOKIE_CLASSES = ("org.apache.bookkeeper.conf.ServerConfiguration", "org.apache.bookkeeper.conf.AbstractConfiguration",
@@ -120,8 +125,20 @@ def build(home: Path, version: str) -> Catalog:
         else:
             (cls,) = _classes(home, role, (ZOOKEEPER_CLASS,))
             types.update({s: types.get(s) for s in cls.strings if KEY_LIKE.fullmatch(s)})
+        for key, default in active.items():
+            if types.get(key) is None:
+                types[key] = default_kind(default)
         roles[role] = RoleCatalog(types, active, complete=role == "broker")
     return Catalog(version, roles)
+
+
+def default_kind(default: str) -> str | None:
+    """What a shipped default value says of its key's type: boolean, number, or nothing."""
+    if default.lower() in ("true", "false"):
+        return "boolean"
+    if re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", default):
+        return "number"
+    return None
 
 
 def cache_file(home: Path, version: str) -> Path:

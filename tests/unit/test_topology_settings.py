@@ -187,6 +187,21 @@ def test_bookkeeper_keys_no_file_lists_are_checked_by_the_classes_or_warned(dist
     assert "did you mean tickTime" in warned[1]
 
 
+def test_bookkeeper_and_zookeeper_values_are_checked_against_the_shipped_defaults_type(
+        dist: distribution.Distribution) -> None:
+    """No class field tells a bookie's or ZooKeeper's key type; a boolean or number default does."""
+    bookie = load(dist.home, dist.version).roles["bookie"]
+    assert (bookie.shipped["forceAllowCompaction"], bookie.types["forceAllowCompaction"]) == ("true", "boolean")
+    assert bookie.types["flushInterval"] == "number" and bookie.types["ledgerStorageClass"] is None  # text: anything
+    topo = parse(spec(config={"bookie": {"forceAllowCompaction": "yes", "gcWaitTime": "15min", "flushInterval": "60000",
+                                         "ledgerStorageClass": "org.example.Storage"},
+                              "zookeeper": {"tickTime": "2s", "autopurge.purgeInterval": 24}}))
+    rules = dict(problems_of(topo, dist))
+    assert rules == {"config.bookie.forceAllowCompaction": "'yes' is not a boolean",
+                     "config.bookie.gcWaitTime": "'15min' is not a number",
+                     "config.zookeeper.tickTime": "'2s' is not a number"}, rules
+
+
 def test_the_catalog_is_read_from_the_release_once_and_cached(dist: distribution.Distribution) -> None:
     catalog = load(dist.home, dist.version)
     assert cache_file(dist.home, dist.version).is_file()
