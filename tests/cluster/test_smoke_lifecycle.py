@@ -12,7 +12,7 @@ import psutil
 from typer.testing import CliRunner
 
 from pulsarlab.cli import app
-from pulsarlab.runtime.cds import ClassArchives
+from pulsarlab.runtime.cds import class_archives
 from pulsarlab.runtime.local import LocalCluster
 from tests.cluster.test_smoke import consume_all, produce
 
@@ -48,7 +48,7 @@ def test_down_leaves_no_process_and_up_starts_clean(smoke: LocalCluster) -> None
     for pid in pids:
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     assert not list(smoke.state_dir.glob("nodes/*/data/*")), "down without --keep-data wipes the data"
-    archives = ClassArchives.of(smoke.distribution())
+    archives = class_archives(smoke.distribution())
     roles = {n.role.value for n in smoke.topo.nodes}
     # a clean stop left each role's class archive (recorded now, or by an earlier cluster)
     assert all(archives.archive(r).stat().st_size > 1_000_000 for r in [*roles, "init"])
