@@ -107,7 +107,7 @@ def verify(
     log = (target.parent if target is not None else dirs[0]) / SPARK_LOG_NAME
     with progress.step("dims", "cross-checking the history's files", "reading", "read"):
         history = reconcile(dirs)
-    quick_jit = sum(pq.read_metadata(p).num_rows for p in history.paths) <= QUICK_JIT_MAX_ROWS
+    quick_jit = quick_jit_for(history.paths)
     with progress.step("spark", f"Spark ({master or 'local[*]'}), its log in {log}", "starting", "ready"):
         spark = spark_session(master, driver_memory=driver_memory, executor_python=executor_python, log_file=log,
                               quick_jit=quick_jit)
@@ -129,6 +129,13 @@ def verify(
     if target is not None:
         verdict.write(target)
     return verdict
+
+
+def quick_jit_for(paths: Sequence[Path]) -> bool:
+    """Whether a driver JVM judging these parts runs C1 alone (their rows, from the footers, up to
+    :data:`~pulsarlab.verify.session.QUICK_JIT_MAX_ROWS`)."""
+    rows: int = sum(pq.read_metadata(p).num_rows for p in paths)
+    return rows <= QUICK_JIT_MAX_ROWS
 
 
 class _Job:
