@@ -103,7 +103,8 @@ def driver_java_options(quick_jit: bool, archives: ClassArchives | None, recordi
 def _keep_recording(archives: ClassArchives, recording: Path) -> None:
     """At this process's exit: stop Spark, end the driver JVM as PySpark does (its stdin closed,
     it exits by itself) and wait, bounded, for it to write the class archive it recorded; the
-    archive is kept only from a clean exit. Once per machine, Spark and JDK."""
+    archive is kept only from a clean exit. Once per machine, Spark install and JDK; said on
+    stderr when it is a terminal."""
     from pyspark import SparkContext
 
     proc = getattr(SparkContext._gateway, "proc", None)
@@ -111,8 +112,9 @@ def _keep_recording(archives: ClassArchives, recording: Path) -> None:
     if proc is not None:
         if SparkContext._active_spark_context is not None:
             SparkContext._active_spark_context.stop()
-        print(f"pulsarlab: writing the Spark driver's class archive (once; later verifies start faster): {recording}",
-              file=sys.stderr)
+        if sys.stderr.isatty():  # said where a person waits; a script's stderr stays its own
+            print(f"pulsarlab: writing the Spark driver's class archive (once; later verifies start faster): "
+                  f"{recording}", file=sys.stderr)
         try:
             if proc.stdin is not None:
                 proc.stdin.close()
