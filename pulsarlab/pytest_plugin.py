@@ -57,6 +57,7 @@ class PulsarCluster:
     state_dir: Path
     clusters: dict[str, ClusterURLs]
     namespaces: dict[str, str]  # per cluster: the topology's first namespace on it
+    pulsar_version: str = ""  # the Pulsar release the deployment runs
     auth: ClientAuth | None = None  # secure clusters: the admin token file and the CA (headers(), verify)
     _clients: list[pulsar.Client] = field(default_factory=list, repr=False)
 
@@ -99,6 +100,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--pulsarlab-keep", action="store_true", default=False, help="leave the cluster running at the end")
     group.addoption("--pulsarlab-secure", action="store_true", default=False,
                     help="the secure profile: token authentication, authorization and TLS only")
+    group.addoption("--pulsarlab-pulsar-version", default=None, metavar="V",
+                    help="the Pulsar release to run, e.g. 4.0.6 (default: the topology's, else pulsarlab's); "
+                         "a cluster up in the state directory on another release is an error, not reused")
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,7 @@ class Settings:
     state_dir: Path
     keep: bool
     secure: bool = False
+    pulsar_version: str | None = None
 
     @classmethod
     def of(cls, config: pytest.Config) -> Settings:
@@ -119,7 +124,7 @@ class Settings:
         given = config.getoption("pulsarlab_state_dir")
         state_dir = Path(given) if given else config.rootpath / ".pulsarlab" / load(topology).name
         return cls(topology, config.getoption("pulsarlab_runtime"), state_dir.resolve(), config.getoption("pulsarlab_keep"),
-                   config.getoption("pulsarlab_secure"))
+                   config.getoption("pulsarlab_secure"), config.getoption("pulsarlab_pulsar_version"))
 
 
 @contextlib.contextmanager
@@ -161,6 +166,7 @@ def write_marker(state_dir: Path, data: dict) -> None:
 def acquire(settings: Settings) -> PulsarCluster:
     """Bring the cluster up (or join the one up) and count this process among its users."""
     from pulsarlab import ops, urls
+    from pulsarlab.errors import UsageError
     from pulsarlab.topology import cluster_namespace
 
     with locked(settings.state_dir):
@@ -169,7 +175,12 @@ def acquire(settings: Settings) -> PulsarCluster:
         write_marker(settings.state_dir, marker)
         try:
             result, cluster = ops.up(settings.topology, settings.runtime, settings.state_dir, say=log.info,
-                                     secure=settings.secure)
+                                     secure=settings.secure, pulsar_version=settings.pulsar_version)
+            running = cluster.pulsar_version()
+            if result.already_running and settings.pulsar_version and running != settings.pulsar_version:
+                raise UsageError(f"the cluster up in {settings.state_dir} runs Pulsar {running}, not "
+                                 f"{settings.pulsar_version} (--pulsarlab-pulsar-version): take it down "
+                                 f"('pulsarlab down --state-dir {settings.state_dir}') or give another --pulsarlab-state-dir")
         except BaseException:
             marker["users"].remove(os.getpid())
             write_marker(settings.state_dir, marker)  # ``up`` stopped whatever it had started
@@ -182,6 +193,7 @@ def acquire(settings: Settings) -> PulsarCluster:
         topo.name, settings.state_dir,
         {c.name: ClusterURLs(topo.service_url(c.name), urls.admin_url(cluster, c.name)) for c in topo.clusters},
         {c.name: cluster_namespace(topo, c.name) for c in topo.clusters},
+        cluster.pulsar_version(),
         cluster.client_auth(),
     )
 

@@ -14,11 +14,12 @@ import psutil
 import pytest
 
 from pulsarlab import ops
-from pulsarlab.distribution import cache_root
+from pulsarlab.distribution import DEFAULT_VERSION, cache_root
 from tests.eventually import eventually
 from tests.topology_files import builtin_at
 
 pytest_plugins = ["pytester"]
+OTHER_VERSION = "4.0.6"  # the release .ci/run fetches beside the default
 
 ROOT = Path(__file__).resolve().parents[2]
 # pytester gives the inner run a HOME of its own: point it at the distribution this machine has cached
@@ -26,7 +27,7 @@ CACHED = {"PULSARLAB_CACHE": str(cache_root()),
           "PULSARLAB_MAVEN_REPO": os.environ.get("PULSARLAB_MAVEN_REPO", str(Path.home() / ".m2" / "repository"))}
 
 USER_TEST = '''
-import json, os, time, uuid
+import json, os, time, urllib.request, uuid
 from pathlib import Path
 
 import psutil
@@ -46,7 +47,10 @@ def test_roundtrip_{n}(pulsar_cluster):
     state = str(pulsar_cluster.state_dir)
     node = "-Dpulsar.log.dir=" + state + "/"  # a node JVM of this cluster
     pids = sorted(p.pid for p in psutil.process_iter(["cmdline"]) if any(a.startswith(node) for a in p.info["cmdline"] or []))
-    Path("seen-{n}.json").write_text(json.dumps({{"worker": os.environ.get("PYTEST_XDIST_WORKER"), "pids": pids}}))
+    with urllib.request.urlopen(pulsar_cluster.admin_url + "/admin/v2/brokers/version", timeout=30) as answer:
+        reported = answer.read().decode().strip().strip('"')  # the broker's own word
+    Path("seen-{n}.json").write_text(json.dumps({{"worker": os.environ.get("PYTEST_XDIST_WORKER"), "pids": pids,
+                                                 "version": pulsar_cluster.pulsar_version, "reported": reported}}))
 '''
 
 
@@ -76,12 +80,14 @@ def assert_nothing_left(state: Path, pids: set[int]) -> None:
 
 
 def test_a_users_test_sends_a_message_and_the_cluster_is_gone_after_even_a_failure(pytester: pytest.Pytester, project) -> None:
+    """...on the release the run asks for (--pulsarlab-pulsar-version), as its broker reports."""
     state, args = project
     failing = "\n\ndef test_that_fails(pulsar_cluster):\n    assert pulsar_cluster.clusters == {}\n"
     pytester.makepyfile(test_user=USER_TEST.format(n=1) + failing)
-    result = pytester.runpytest_subprocess(*args, timeout=600)
+    result = pytester.runpytest_subprocess(*args, "--pulsarlab-pulsar-version", OTHER_VERSION, timeout=600)
     result.assert_outcomes(passed=1, failed=1)
     (run,) = seen(pytester)
+    assert (run["version"], run["reported"]) == (OTHER_VERSION, OTHER_VERSION), run
     assert_nothing_left(state, set(run["pids"]))
 
 
@@ -128,6 +134,11 @@ def test_keep_leaves_it_up_and_a_later_run_reuses_it_without_stopping_it(pyteste
         kept = set(seen(pytester)[0]["pids"])
         assert kept and all(psutil.pid_exists(p) for p in kept), "--pulsarlab-keep did not keep the cluster"
         (pytester.path / "seen-1.json").unlink()
+        # a run asking for another release than the one up there fails, and leaves it running
+        other = pytester.runpytest_subprocess(*args, "--pulsarlab-pulsar-version", OTHER_VERSION, timeout=600)
+        other.assert_outcomes(errors=1)
+        assert f"runs Pulsar {DEFAULT_VERSION}, not {OTHER_VERSION}" in other.stdout.str(), other.stdout.str()[-3000:]
+        assert all(psutil.pid_exists(p) for p in kept) and not seen(pytester)
         pytester.runpytest_subprocess(*args, timeout=600).assert_outcomes(passed=1)
         assert set(seen(pytester)[0]["pids"]) == kept, "the later run started a cluster of its own"
         assert all(psutil.pid_exists(p) for p in kept), "a run stopped a cluster it had not started"
