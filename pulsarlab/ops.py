@@ -265,6 +265,9 @@ def load_topology(topology: str, secure: bool = False, loopback: bool = True) ->
     topo = load(topology, loopback)
     if secure and topo.security is None:
         topo.security = Security()
+    if topo.security is None and (granted := [ns.name for ns in topo.namespaces if ns.grants]):
+        raise UsageError(f"{topology}: namespaces {', '.join(granted)} grant roles actions, which only a secure "
+                         "cluster enforces: add a 'security:' section, or run with --secure")
     return topo
 
 

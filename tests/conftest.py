@@ -179,14 +179,14 @@ class ClusterPool:
         self._config: dict = {}  # the current cluster's top-level server settings (config, jvm_options)
 
     def get(self, topology: str, secure: bool = False, security: dict | None = None,
-            config: dict | None = None, jvm_options: dict | None = None) -> LocalCluster:
+            config: dict | None = None, jvm_options: dict | None = None, namespaces: list | None = None) -> LocalCluster:
         """The running cluster of ``topology`` (with the secure profile if ``secure``: its defaults,
         or the ``security`` section given; with the top-level server settings ``config`` and
-        ``jvm_options``); a node an earlier test left stopped is started again (``up`` is
-        idempotent: a healthy cluster is only checked)."""
+        ``jvm_options``, and ``namespaces`` instead of the built-in's); a node an earlier test left
+        stopped is started again (``up`` is idempotent: a healthy cluster is only checked)."""
         cur = self.current
         want = (security or {}) if secure else None
-        settings = {k: v for k, v in (("config", config), ("jvm_options", jvm_options)) if v}
+        settings = {k: v for k, v in (("config", config), ("jvm_options", jvm_options), ("namespaces", namespaces)) if v}
         if cur is not None and (cur.topo.name != topology or self._security != want or self._config != settings):
             self.close()
         ref = topology
@@ -245,7 +245,8 @@ def active_active(cluster_pool: ClusterPool) -> LocalCluster:
 
 @pytest.fixture(scope="module")
 def secure_smoke(cluster_pool: ClusterPool) -> LocalCluster:
-    return cluster_pool.get("smoke", secure=True)
+    # the topology grants a role of its own consume only (test_secure: what a grant lets it do)
+    return cluster_pool.get("smoke", secure=True, namespaces=[{"name": "smoke/test", "grants": {"auditor": ["consume"]}}])
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from pulsarlab.deployment import Endpoints
 from pulsarlab.errors import StateError, UsageError
+from pulsarlab.topology import GRANT_ACTIONS
 
-ACTIONS = ("produce", "consume", "functions", "sources", "sinks", "packages")
+ACTIONS = GRANT_ACTIONS
 _TTL = re.compile(r"(\d+)([smhd])")
 _UNIT = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 

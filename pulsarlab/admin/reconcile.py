@@ -164,9 +164,15 @@ def desired_state(topo: Topology, cluster: str, with_shared: bool = True) -> lis
 
 
 def permission_item(topo: Topology, cluster: str, namespace: str) -> Item:
-    """On a secure cluster the workload role may produce and consume in every namespace of the topology."""
+    """On a secure cluster the workload role may produce and consume in every namespace of the
+    topology, and each role the namespace's ``grants`` name may take its actions there."""
     assert topo.security is not None
-    return Item(cluster, "permission", namespace, {topo.security.workload_role: WORKLOAD_ACTIONS})
+    wanted = {topo.security.workload_role: WORKLOAD_ACTIONS}
+    for ns in topo.namespaces:
+        if ns.name == namespace:
+            for role, actions in ns.grants.items():
+                wanted[role] = sorted({*wanted.get(role, []), *actions})
+    return Item(cluster, "permission", namespace, wanted)
 
 
 def diff(item: Item) -> list[Change]:

@@ -31,6 +31,10 @@ if TYPE_CHECKING:
         topic_namespace,
     )
 
+# what a role may be granted on a namespace (Pulsar's AuthAction names): here, not in the model, so
+# the CLI's help can name them without loading pydantic
+GRANT_ACTIONS = ("produce", "consume", "functions", "sources", "sinks", "packages")
+
 # the model (pydantic) loads when one of its names is first used: the CLI's start and its help
 # need the built-in names only
 _FROM = {

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pulsarlab.errors import TopologyError
+from pulsarlab.topology import GRANT_ACTIONS
 from pulsarlab.topology.settings import ROLES, Level, RoleConfig, RoleJvmOptions, level_problems
 
 DEFAULT_PORTS: dict[str, dict[str, int]] = {
@@ -126,6 +127,9 @@ class Namespace(_Strict):
     # consumers of its topics replicate their subscription's position to the other clusters, so a
     # consumer that fails over to another cluster resumes near where it was (geo-replication only)
     replicated_subscriptions: bool = False
+    # role -> actions it may take in the namespace (a secure topology: authorization is on)
+    grants: dict[str, list[str]] = Field(default_factory=dict)
+
 
 
 # a name that may become one path component (node folders, state folders, logs, run folders) and a
@@ -516,6 +520,12 @@ def _check_namespace(t: Topology, f: str, ns: Namespace, tenants: dict[str, Tena
             )
     if ns.replicated_subscriptions and len(namespace_clusters(t, ns)) < 2:
         raise TopologyError(f"{f}.replicated_subscriptions", "needs a namespace replicated to two clusters or more")
+    for role, actions in ns.grants.items():
+        if problem := name_problem(role):
+            raise TopologyError(f"{f}.grants", f"role {problem}")
+        bad = [a for a in actions if a not in GRANT_ACTIONS]
+        if not actions or bad or len(set(actions)) != len(actions):
+            raise TopologyError(f"{f}.grants.{role}", f"{actions!r}: a list of distinct actions among {', '.join(GRANT_ACTIONS)}")
 
 
 def namespace_clusters(t: Topology, ns: Namespace) -> list[str]:

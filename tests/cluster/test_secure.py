@@ -118,6 +118,25 @@ def test_role_without_permission_is_refused_until_granted(secure_smoke: LocalClu
     assert requests.get(topics, headers=alice.headers(), verify=alice.verify, timeout=10).status_code == 200
 
 
+def test_a_grant_of_the_topology_lets_its_role_consume_and_nothing_more(secure_smoke: LocalCluster, tmp_path: Path) -> None:
+    """The topology's namespace grants the role 'auditor' consume only (conftest's secure_smoke):
+    configure applied it, and the role reads there but may not produce."""
+    assert admin_of(secure_smoke, "smoke").permissions(NS)["auditor"] == ["consume"]
+    auditor = ClientAuth(_token_file(tmp_path, credentials.create_token(secure_smoke, "auditor", ttl="1h")), _ca(secure_smoke))
+    topic = _topic()
+    _produce(secure_smoke, secure_smoke.client_auth("workload"), topic)
+    c = client(secure_smoke.service_url("smoke"), auth=auditor)
+    try:
+        consumer = c.subscribe(topic, "audit", initial_position=pulsar.InitialPosition.Earliest)
+        assert consumer.receive(timeout_millis=15000).data() == b"x"
+    finally:
+        c.close()
+    with pytest.raises(pulsar.AuthorizationError):
+        _produce(secure_smoke, auditor, _topic())
+    report = ops.configure(secure_smoke.state_dir, dry_run=True)  # read back like every other object
+    assert report.changes == [], report.changes
+
+
 def test_plain_text_to_the_tls_ports_fails(secure_smoke: LocalCluster) -> None:
     b, addr = _broker(secure_smoke)
     with pytest.raises(requests.RequestException):

@@ -65,6 +65,43 @@ def test_bad_security_is_refused_naming_the_field(security: dict, field: str) ->
     assert exc.value.field == field
 
 
+def _granted(grants: dict, security: dict | None) -> dict:
+    data = yaml.safe_load((BUILTIN_DIR / "smoke.yaml").read_text())
+    data["namespaces"][0]["grants"] = grants
+    if security is not None:
+        data["security"] = security
+    return data
+
+
+def test_namespace_grants_join_the_workload_roles_permissions(tmp_path: Path) -> None:
+    topo = parse(_granted({"auditor": ["consume"], "workload": ["functions"]}, {}))
+    ns = topo.namespaces[0].name
+    [perm] = [i for i in desired_state(topo, "smoke") if i.kind == "permission" and i.name == ns]
+    assert perm.wanted == {"workload": ["consume", "functions", "produce"], "auditor": ["consume"]}
+    others = [i.wanted for i in desired_state(topo, "smoke") if i.kind == "permission" and i.name != ns]
+    assert all(w == {"workload": ["consume", "produce"]} for w in others)
+
+
+@pytest.mark.parametrize("grants, field, says", [
+    ({"bad role": ["consume"]}, "grants", "role 'bad role' is not a name"),
+    ({"auditor": ["read"]}, "grants.auditor", "distinct actions among produce, consume"),
+    ({"auditor": []}, "grants.auditor", "distinct actions"),
+    ({"auditor": ["consume", "consume"]}, "grants.auditor", "distinct actions"),
+])
+def test_a_bad_grant_is_refused_naming_the_field(grants: dict, field: str, says: str) -> None:
+    with pytest.raises(TopologyError) as exc:
+        parse(_granted(grants, {}))
+    assert exc.value.field.endswith(field) and says in str(exc.value), (exc.value.field, str(exc.value))
+
+
+def test_grants_on_an_open_topology_are_refused_unless_up_is_secure(tmp_path: Path) -> None:
+    path = tmp_path / "granted.yaml"
+    path.write_text(yaml.safe_dump(_granted({"auditor": ["consume"]}, None)))
+    with pytest.raises(UsageError, match="only a secure cluster enforces: add a 'security:' section, or run with --secure"):
+        load_topology(str(path))
+    assert load_topology(str(path), secure=True).namespaces[0].grants == {"auditor": ["consume"]}
+
+
 # ----- material ------------------------------------------------------------------------------------
 def test_symmetric_material_modes_tokens_and_reuse(tmp_path: Path) -> None:
     topo = secure("geo")
