@@ -22,6 +22,9 @@ from pathlib import Path
 from pulsarlab import settings
 
 STALE_SECONDS = 24 * 3600  # a recording left by a JVM that never exited cleanly
+# The JVM's own log (an archive's dump warns once per class it skips) on stderr: its default is
+# stdout, which belongs to the program (verify --json, the workload driver's protocol)
+JVM_LOG_ON_STDERR = ("-Xlog:disable", "-Xlog:all=warning:stderr")
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import psutil
 
-from pulsarlab.classdata import ClassArchives
+from pulsarlab.classdata import JVM_LOG_ON_STDERR, ClassArchives
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -92,7 +92,7 @@ def driver_java_options(quick_jit: bool, archives: ClassArchives | None, recordi
     stderr (it defaults to stdout, which is the user's: ``verify --json``), C1 alone when
     ``quick_jit``, and the driver's class archive mapped, or recorded at ``recording`` while
     there is none."""
-    opts = ["-Dlog4j2.rootLogger.level=warn", "-Dlog4j.rootLevel=warn", "-Xlog:disable", "-Xlog:all=warning:stderr"]
+    opts = ["-Dlog4j2.rootLogger.level=warn", "-Dlog4j.rootLevel=warn", *JVM_LOG_ON_STDERR]
     if quick_jit:
         opts.append("-XX:TieredStopAtLevel=1")
     if archives is not None and (sharing := archives.jvm_options(DRIVER, recording)):

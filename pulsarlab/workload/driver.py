@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pulsarlab.classdata import ClassArchives
+from pulsarlab.classdata import JVM_LOG_ON_STDERR, ClassArchives
 from pulsarlab.distribution import Distribution, cache_root, file_lock
 from pulsarlab.errors import DistributionError
 from pulsarlab.history.journal import write_meta
@@ -31,9 +31,7 @@ from pulsarlab.progress import NO_PROGRESS, Reporter
 
 SOURCE = Path(__file__).with_name("java") / "Driver.java"
 MAIN_CLASS = "pulsarlab.driver.Driver"
-# the JVM's own log on stderr (the driver's log file): stdout is the protocol
-JVM_OPTIONS = ("-Xms64m", "-Xmx256m", "-XX:+UseParallelGC", "-Djava.net.preferIPv4Stack=true",
-               "-Xlog:disable", "-Xlog:all=warning:stderr")
+JVM_OPTIONS = ("-Xms64m", "-Xmx256m", "-XX:+UseParallelGC", "-Djava.net.preferIPv4Stack=true", *JVM_LOG_ON_STDERR)
 # C1 only: a driver at a modest rate never repays what C2 spends compiling the client (seconds of
 # CPU in each JVM's first minute, on machines where the cluster's nodes need that CPU)
 QUICK_JIT = ("-XX:TieredStopAtLevel=1",)
