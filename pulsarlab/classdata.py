@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,11 +28,15 @@ STALE_SECONDS = 24 * 3600  # a recording left by a JVM that never exited cleanly
 JVM_LOG_ON_STDERR = ("-Xlog:disable", "-Xlog:all=warning:stderr")
 
 
+LOCATION_FILE = "location"  # in an archive folder: the install folder its archives were made from
+
+
 @dataclass(frozen=True)
 class ClassArchives:
     """Where one program + JDK pair keeps its archives, one per kind of JVM."""
 
     root: Path
+    location: Path | None = None  # the install folder (for_java), recorded when a JVM records
 
     @classmethod
     def for_java(cls, program: str, location: Path, java_executable: str | Path, major: int | None = None) -> ClassArchives:
@@ -43,7 +48,7 @@ class ClassArchives:
         st = java.stat()
         key = hashlib.sha256(f"{java}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:12]
         where = hashlib.sha256(str(Path(location).resolve()).encode()).hexdigest()[:8]
-        return cls(settings.current().cache_dir / "cds" / f"{program}-{where}-java{major or ''}-{key}")
+        return cls(settings.current().cache_dir / "cds" / f"{program}-{where}-java{major or ''}-{key}", Path(location).resolve())
 
     def archive(self, kind: str) -> Path:
         """The archive of one kind of JVM (a Pulsar role, ``init``, the Spark ``driver``)."""
@@ -53,6 +58,9 @@ class ClassArchives:
         """Where one JVM (``owner``: unique among those that may record at once) records its
         kind's archive before it is promoted."""
         self.root.mkdir(parents=True, exist_ok=True)  # the JVM writes there but makes no folder
+        if self.location is not None:
+            (self.root / LOCATION_FILE).write_text(str(self.location))
+            self._drop_gone_installs()
         return self.root / f"{kind}.{owner}.jsa.part"
 
     def jvm_options(self, kind: str, recording: Path | None) -> str:
@@ -77,6 +85,18 @@ class ClassArchives:
         archive = self.archive(kind)
         os.replace(recording, archive)  # atomic: a concurrent start sees the whole file or none
         return archive
+
+    def _drop_gone_installs(self) -> None:
+        """Archive folders whose install folder is gone (a throw-away venv's PySpark, a removed
+        distribution): no JVM can map them again, and each holds some 100-200 MB."""
+        for folder in self.root.parent.iterdir():
+            marker = folder / LOCATION_FILE
+            try:
+                gone = folder != self.root and marker.is_file() and not Path(marker.read_text().strip()).exists()
+            except OSError:
+                continue
+            if gone:
+                shutil.rmtree(folder, ignore_errors=True)
 
     def _drop_stale(self) -> None:
         now = time.time()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pulsarlab.classdata import STALE_SECONDS
+from pulsarlab.classdata import STALE_SECONDS, ClassArchives
 from pulsarlab.distribution import Distribution, Java
 from pulsarlab.runtime.cds import class_archives, classpath_dir, node_recording
 from pulsarlab.runtime.local import LocalCluster
@@ -62,6 +62,20 @@ def test_stale_recordings_are_dropped(dist: Distribution, tmp_path: Path) -> Non
     os.utime(old, (past, past))
     archives.jvm_options("zookeeper", node_recording(archives, "zookeeper", "zk", tmp_path))
     assert not old.exists()
+
+
+def test_archives_of_an_install_folder_that_is_gone_are_dropped_when_another_records(dist: Distribution, tmp_path: Path) -> None:
+    """A throw-away venv's PySpark (or a removed distribution) leaves archives no JVM can map: the
+    next recording removes them; those of folders that still exist stay."""
+    kept_home, gone_home = tmp_path / "kept", tmp_path / "gone-venv"
+    kept_home.mkdir(), gone_home.mkdir()
+    kept, gone = (ClassArchives.for_java("spark-4.3.0", h, dist.java.executable) for h in (kept_home, gone_home))
+    for a in (kept, gone):
+        a.recording("driver", "pid1")  # notes the install folder
+        a.archive("driver").write_bytes(b"archive")
+    gone_home.rmdir()
+    ClassArchives.for_java("spark-4.3.0", tmp_path, dist.java.executable).recording("driver", "pid2")
+    assert not gone.root.exists() and kept.archive("driver").is_file()
 
 
 def test_archives_are_kept_per_distribution_folder_version_and_jdk(dist: Distribution, tmp_path: Path) -> None:
