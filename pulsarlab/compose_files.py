@@ -42,6 +42,11 @@ from pulsarlab.runtime.jvm import memory_limit_mb, pulsar_env
 from pulsarlab.topology import Node, Role, Topology
 
 OVERLAY_DIR = PurePosixPath("/pulsarlab/overlay")
+# The configure script's pulsar-admin calls share one class archive in the container (measured in a
+# sync project: 2.5-3.2 s and 2.6 CPU s a call against 4.6-5.0 s and 4.1 CPU s). An archive is bound
+# to the classpath, whose first entry bin/pulsar-admin takes from PULSAR_LOG_CONF's folder: that
+# folder is an empty one, and log4j is told the real file by name.
+ADMIN_CLASSPATH_DIR = PurePosixPath("/tmp/pulsarlab-classes/classpath")
 HOSTS_FILE = PurePosixPath("/pulsar/conf/pulsarlab-hosts")
 SHIPPED_CONF = PurePosixPath("/pulsar/conf")
 GRAFANA_IMAGE = "grafana/grafana:11.3.0"
@@ -171,10 +176,19 @@ def services(topo: Topology, configs: dict[str, Config]) -> list[StandaloneServi
         s.depends = {nodes[b.name].name: healthy for b in topo.nodes_of(Role.BOOKIE)}
     out += brokers
     configs["configure.sh"] = Config("configure.sh", commands.configure_script(topo))
-    out.append(_tool_service(topo, "configure", "exec bash /pulsarlab/configure.sh", {b.name: healthy for b in brokers},
-                             [("configure.sh", "/pulsarlab/configure.sh")]))
+    configure = _tool_service(topo, "configure", f"mkdir -p {ADMIN_CLASSPATH_DIR} && exec bash /pulsarlab/configure.sh",
+                              {b.name: healthy for b in brokers}, [("configure.sh", "/pulsarlab/configure.sh")])
+    out.append(_sharing_classes(configure))
     out += monitoring_services(topo, configs)
     return out
+
+
+def _sharing_classes(service: StandaloneService) -> StandaloneService:
+    log_conf = service.env["PULSAR_LOG_CONF"]
+    service.env["PULSAR_LOG_CONF"] = str(ADMIN_CLASSPATH_DIR / "log4j2.yaml")
+    service.env[commands.CLASS_ARCHIVE_VAR] = str(ADMIN_CLASSPATH_DIR.parent / "pulsar-admin.jsa")
+    service.env["PULSAR_EXTRA_OPTS"] += f" -Dlog4j.configurationFile={log_conf}"
+    return service
 
 
 def monitoring_services(topo: Topology, configs: dict[str, Config]) -> list[StandaloneService]:

@@ -4,6 +4,7 @@ script parses Pulsar's own JSON answers as the reconciler compares them."""
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import subprocess
@@ -94,8 +95,32 @@ def test_the_configure_script_reads_pulsar_admin_json_as_the_reconciler_compares
 def test_the_configure_script_is_valid_bash_and_writes_only_through_write(name: str) -> None:
     script = commands.configure_script(load(name))
     subprocess.run(["bash", "-n"], input=script, text=True, check=True)
-    calls = re.findall(r"(\S+) bin/pulsar-admin --admin-url \"\$URL\" ((?:\S+ ){1,2})", script)
+    calls = re.findall(rf"(\S+) {commands.ADMIN} --admin-url \"\$URL\" ((?:\S+ ){{1,2}})", script)
     mutating = ("set-bookie-rack", "create", "update", "set-clusters", "set-persistence", "set ")
     writes = [(before, verb) for before, verb in calls if any(m in verb for m in mutating)]
     assert writes and all(before == "write" for before, _ in writes), writes
     assert all(before != "write" for before, verb in calls if not any(m in verb for m in mutating))
+
+
+def test_pulsar_admin_calls_record_a_class_archive_once_then_map_it(tmp_path: Path) -> None:
+    """The script's pulsar_admin: without an archive named, bin/pulsar-admin's own options alone;
+    with one, the first call records it and every later call maps it, the JVM's log on stderr."""
+    (tmp_path / "bin").mkdir()
+    tool = tmp_path / "bin" / "pulsar-admin"  # stands for the distribution's script: prints the options it got
+    tool.write_text('#!/bin/bash\necho "$PULSAR_EXTRA_OPTS"\n'  # and writes the archive a recording JVM would
+                    'for o in $PULSAR_EXTRA_OPTS; do [[ $o == -XX:ArchiveClassesAtExit=* ]] && echo x > "${o#*=}"; done; true\n')
+    tool.chmod(0o755)
+    archive = tmp_path / "admin.jsa"
+
+    def opts(env: dict[str, str]) -> str:
+        script = commands.HELPERS + 'pulsar_admin tenants list\n'
+        return subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True, cwd=tmp_path,
+                              env={"PATH": os.environ["PATH"], "PULSAR_EXTRA_OPTS": "-Xmx96m", **env}).stdout.strip()
+
+    assert opts({}) == "-Xmx96m"
+    first = opts({commands.CLASS_ARCHIVE_VAR: str(archive)})
+    assert f"-XX:ArchiveClassesAtExit={archive}" in first and "-Xlog:all=warning:stderr" in first, first
+    assert archive.is_file()
+    later = opts({commands.CLASS_ARCHIVE_VAR: str(archive)})
+    assert f"-XX:SharedArchiveFile={archive} -Xshare:auto" in later and "ArchiveClassesAtExit" not in later, later
+    assert later.startswith("-Xmx96m ") and "-Xlog:all=warning:stderr" in later
