@@ -207,14 +207,33 @@ class ClusterPool:
             cluster.down()
 
 
+_pools: list[ClusterPool] = []  # the session's pool, for the hook below
+
+
 @pytest.fixture(scope="session")
 def cluster_pool():
     pool = ClusterPool()
+    _pools.append(pool)
     try:
         yield pool
     finally:
+        _pools.remove(pool)
         pool.close()
         shutil.rmtree(pool.root, ignore_errors=True)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """The pooled cluster goes down as soon as the tests move to a group that does not ask for it:
+    an idle 9-node cluster keeps about a third of a core busy (its metadata stores poll every 5 ms),
+    which the next group's own cluster, Spark job or unit tests would otherwise share the 2 cores with."""
+    if not _pools or _pools[0].current is None:
+        return
+    def group(it: pytest.Item) -> str:
+        return group_of(it.nodeid) or it.nodeid.split("::")[0]
+
+    if nextitem is None or (group(nextitem) != group(item) and "cluster_pool" not in nextitem.fixturenames):
+        _pools[0].close()
 
 
 # module scope: a module's tests share one cluster; the pool switches topology between modules
