@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -9,6 +10,7 @@ import typer
 
 from pulsarlab.cli import lazy
 from pulsarlab.cli.options import StateDirOpt, TopologyOpt, out
+from pulsarlab.errors import UsageError
 from pulsarlab.topology import BUILTINS, load
 
 if TYPE_CHECKING:
@@ -21,10 +23,12 @@ compose_app = typer.Typer(no_args_is_help=True,
                           help="Compose files that bring up a topology, configured, with plain Docker Compose.")
 
 
-@compose_app.command("write")
+@compose_app.command("write", context_settings={"allow_extra_args": True})
 def write_cmd(
-    topologies: Annotated[list[str] | None, typer.Argument(metavar="[TOPOLOGY]...",
-                                                           help="built-in names or YAML files (default: every built-in)")] = None,
+    ctx: typer.Context,
+    topologies: Annotated[list[str] | None, typer.Option(
+        "--topology", "-t", metavar="<str>",
+        help=f"built-in ({', '.join(BUILTINS)}) or a YAML file; again for more (default: every built-in)")] = None,
     out_dir: Annotated[Path, typer.Option("--out", help="where <name>.yml files go")] = Path("compose"),
 ) -> None:
     """Write <name>.yml per topology: nodes, metadata init, racks, a configure service running the
@@ -32,6 +36,9 @@ def write_cmd(
 
     Exit code: 0 written, 1 an invalid topology, 2 usage error.
     """
+    if ctx.args:  # the topology is an option on every command
+        named = " ".join(f"--topology {shlex.quote(a)}" for a in ctx.args)
+        raise UsageError(f"topologies are named with --topology: pulsarlab compose write {named}")
     refs = topologies or list(BUILTINS)
     topos = {Path(r).stem if r.endswith((".yaml", ".yml")) else r: load(r) for r in refs}
     for path in compose_files.write_compose_files(topos, out_dir):

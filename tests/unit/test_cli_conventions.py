@@ -246,3 +246,32 @@ def test_a_corrupt_runtime_record_is_named_too(runtime: str, record: str, tmp_pa
     r = runner.invoke(app, ["status", "--state-dir", str(tmp_path)])
     assert r.exit_code == 1 and f"{tmp_path / record} is not a record pulsarlab can read" in " ".join(r.stderr.split())
     assert "Traceback" not in r.output and "traceback in" not in r.stderr
+
+
+def _leaf_commands(group, path=()):  # every runnable command of the CLI, with its words
+    for name, cmd in sorted(group.commands.items()):
+        if hasattr(cmd, "commands"):
+            yield from _leaf_commands(cmd, (*path, name))
+        else:
+            yield (*path, name), cmd
+
+
+def test_every_command_that_takes_a_topology_takes_it_as_the_topology_option(tmp_path) -> None:
+    """--topology on every command that acts on a topology (validators of a file excepted: they take
+    the file they check); a topology given where an option belongs is refused with the command to type."""
+    import typer.main
+
+    root = typer.main.get_command(app)
+    with_topology = []
+    for words, cmd in _leaf_commands(root):
+        for param in cmd.params:
+            if param.name in ("topology", "topologies"):
+                assert param.param_type_name == "option" and "--topology" in param.opts, (words, param)
+                with_topology.append(" ".join(words))
+    assert {"up", "render", "attach", "compose write"} <= set(with_topology), with_topology
+
+    r = runner.invoke(app, ["compose", "write", "sync", "geo", "--out", str(tmp_path / "out")])
+    assert r.exit_code == 2 and "pulsarlab compose write --topology sync --topology geo" in r.output, r.output
+    assert not (tmp_path / "out").exists()
+    r = runner.invoke(app, ["compose", "write", "-t", "smoke", "--out", str(tmp_path / "out")])
+    assert r.exit_code == 0 and sorted(p.name for p in (tmp_path / "out").iterdir()) == ["smoke.yml"], r.output
