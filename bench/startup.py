@@ -52,22 +52,35 @@ READY_TIMEOUT_S = 300.0
 class Run:
     seconds: float
     peak_rss: int
+    cpu_s: float  # CPU seconds the Pulsar JVMs used until ready (user + system)
 
 
 class RssSampler:
-    """Peak summed RSS of the processes ``pids()`` names, sampled at 5 Hz in a thread."""
+    """Peak summed RSS of the processes ``pids()`` names, sampled at 5 Hz in a thread, and the CPU
+    seconds each used (its last sample, the last one taken on exit)."""
 
     def __init__(self, pids: Callable[[], list[int]]) -> None:
         self.pids, self.peak, self._stop = pids, 0, threading.Event()
+        self._cpu: dict[int, float] = {}
         self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @property
+    def cpu_s(self) -> float:
+        return sum(self._cpu.values())
+
+    def _sample(self) -> None:
+        total = 0
+        for pid in self.pids():
+            with contextlib.suppress(psutil.Error):
+                proc = psutil.Process(pid)
+                total += proc.memory_info().rss
+                t = proc.cpu_times()
+                self._cpu[pid] = t.user + t.system
+        self.peak = max(self.peak, total)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            total = 0
-            for pid in self.pids():
-                with contextlib.suppress(psutil.Error):
-                    total += psutil.Process(pid).memory_info().rss
-            self.peak = max(self.peak, total)
+            self._sample()
             time.sleep(0.2)
 
     def __enter__(self) -> RssSampler:
@@ -77,6 +90,7 @@ class RssSampler:
     def __exit__(self, *_exc: object) -> None:
         self._stop.set()
         self._thread.join()
+        self._sample()
 
 
 class PhaseClock(Reporter):
@@ -106,7 +120,7 @@ def up_once(topology: str, folder: Path, clock: Reporter | None = None) -> Run:
         _, cluster = ops.up(topology, state_dir=state_dir, say=clock or Reporter())
         seconds = time.monotonic() - t0
     cluster.down()
-    return Run(seconds, rss.peak)
+    return Run(seconds, rss.peak, rss.cpu_s)
 
 
 def cli_up_once(topology: str, folder: Path) -> Run:
@@ -128,7 +142,7 @@ def cli_up_once(topology: str, folder: Path) -> Run:
         roundtrip(name, cluster.service_url(name), READY_TIMEOUT_S - (time.monotonic() - t0))
         seconds = time.monotonic() - t0
     subprocess.run([str(exe), "down", "--state-dir", str(state_dir)], capture_output=True, timeout=300)
-    return Run(seconds, rss.peak)
+    return Run(seconds, rss.peak, rss.cpu_s)
 
 
 def standalone_once(home: Path, address: str, folder: Path) -> Run:
@@ -162,7 +176,7 @@ def standalone_once(home: Path, address: str, folder: Path) -> Run:
                 time.sleep(0.2)
             roundtrip("standalone", f"pulsar://{address}:6650", READY_TIMEOUT_S - (time.monotonic() - t0))
             seconds = time.monotonic() - t0
-        return Run(seconds, rss.peak)
+        return Run(seconds, rss.peak, rss.cpu_s)
     finally:
         proc.terminate()
         try:
@@ -211,20 +225,25 @@ def phase_table(name: str, runs: int, topo_ref: str, folder: Path) -> None:
     """Bring ``topo_ref`` up ``runs`` times; print each run and the table of its phases."""
     topo = load(topo_ref)
     by_role = {r: [n.name for n in topo.nodes_of(r)] for r in Role}
-    phases, totals, peaks = Phases(), [], []
+    phases, totals, peaks, cpus = Phases(), [], [], []
     for i in range(runs):
         clock = PhaseClock()
         r = up_once(topo_ref, folder, clock)
         phases.add(clock, by_role)
         totals.append(r.seconds)
         peaks.append(r.peak_rss)
-        print(f"{name} run {i + 1}: ready and configured in {r.seconds:.1f} s, peak RSS {r.peak_rss / GIB:.2f} GiB",
-              flush=True)
+        cpus.append(r.cpu_s)
+        print(f"{name} run {i + 1}: ready and configured in {r.seconds:.1f} s, peak RSS {r.peak_rss / GIB:.2f} GiB, "
+              f"node JVMs' CPU {r.cpu_s:.1f} s", flush=True)
     print(f"\n{name + ' phase':20s}" + "   ".join(f"run {i + 1:d}" for i in range(runs)))
     for phase, values in phases.spans.items():
         print(f"  {phase:16s}  " + "   ".join(f"{v:5.1f}" for v in values))
     print(f"  {'total':16s}  " + "   ".join(f"{v:5.1f}" for v in totals)
-          + f"     {fmt(totals)}; target <= {TARGET_S[name]:.1f} s; peak RSS {max(peaks) / GIB:.2f} GiB\n")
+          + f"     {fmt(totals)}; target <= {TARGET_S[name]:.1f} s; peak RSS {max(peaks) / GIB:.2f} GiB")
+    # the JVMs start in parallel: no start can be quicker than their CPU seconds spread over every core
+    cores = os.cpu_count() or 1
+    print(f"  node JVMs' CPU to ready: median {statistics.median(cpus):.1f} s, i.e. at least "
+          f"{statistics.median(cpus) / cores:.1f} s on {cores} cores\n")
 
 
 def fmt(values: list[float]) -> str:
@@ -259,12 +278,14 @@ def main() -> None:
                     standalone.append(r)
                 loadavg = os.getloadavg()[0]
                 print(f"run {i + 1} {side:10s} ready in {r.seconds:6.1f} s   peak RSS {r.peak_rss / GIB:5.2f} GiB"
-                      f"   (load {loadavg:.1f})", flush=True)
+                      f"   CPU {r.cpu_s:5.1f} s   (load {loadavg:.1f})", flush=True)
         a, b = [r.seconds for r in smoke], [r.seconds for r in standalone]
         if a:
             label = "smoke (5 JVMs, CLI)" if args.cli else "smoke (5 JVMs)"
-            print(f"\n{label:22s}{fmt(a)}   peak RSS {max(r.peak_rss for r in smoke) / GIB:.2f} GiB")
-            print(f"standalone (1 JVM)    {fmt(b)}   peak RSS {max(r.peak_rss for r in standalone) / GIB:.2f} GiB")
+            print(f"\n{label:22s}{fmt(a)}   peak RSS {max(r.peak_rss for r in smoke) / GIB:.2f} GiB"
+                  f"   CPU median {statistics.median(r.cpu_s for r in smoke):.1f} s")
+            print(f"standalone (1 JVM)    {fmt(b)}   peak RSS {max(r.peak_rss for r in standalone) / GIB:.2f} GiB"
+                  f"   CPU median {statistics.median(r.cpu_s for r in standalone):.1f} s")
             print(f"ratio smoke/standalone (medians) {statistics.median(a) / statistics.median(b):.2f}   target <= 1.00")
 
         for name, runs in (("sync", args.sync), ("geo", args.geo)):
