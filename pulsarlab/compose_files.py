@@ -38,14 +38,13 @@ from pulsarlab.runtime.docker.compose import (
     health_script,
 )
 from pulsarlab.runtime.docker.image import default_tag
-from pulsarlab.runtime.jvm import memory_limit_mb, pulsar_env
+from pulsarlab.runtime.jvm import log_conf_off_the_classpath, memory_limit_mb, pulsar_env
 from pulsarlab.topology import Node, Role, Topology
 
 OVERLAY_DIR = PurePosixPath("/pulsarlab/overlay")
 # The configure script's pulsar-admin calls share one class archive in the container (measured in a
-# sync project: 2.5-3.2 s and 2.6 CPU s a call against 4.6-5.0 s and 4.1 CPU s). An archive is bound
-# to the classpath, whose first entry bin/pulsar-admin takes from PULSAR_LOG_CONF's folder: that
-# folder is an empty one, and log4j is told the real file by name.
+# sync project: 2.5-3.2 s and 2.6 CPU s a call against 4.6-5.0 s and 4.1 CPU s), with this empty
+# folder first on their classpath (runtime.jvm.log_conf_off_the_classpath).
 ADMIN_CLASSPATH_DIR = PurePosixPath("/tmp/pulsarlab-classes/classpath")
 HOSTS_FILE = PurePosixPath("/pulsar/conf/pulsarlab-hosts")
 SHIPPED_CONF = PurePosixPath("/pulsar/conf")
@@ -184,10 +183,8 @@ def services(topo: Topology, configs: dict[str, Config]) -> list[StandaloneServi
 
 
 def _sharing_classes(service: StandaloneService) -> StandaloneService:
-    log_conf = service.env["PULSAR_LOG_CONF"]
-    service.env["PULSAR_LOG_CONF"] = str(ADMIN_CLASSPATH_DIR / "log4j2.yaml")
+    log_conf_off_the_classpath(service.env, ADMIN_CLASSPATH_DIR)
     service.env[commands.CLASS_ARCHIVE_VAR] = str(ADMIN_CLASSPATH_DIR.parent / "pulsar-admin.jsa")
-    service.env["PULSAR_EXTRA_OPTS"] += f" -Dlog4j.configurationFile={log_conf}"
     return service
 
 

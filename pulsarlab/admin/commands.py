@@ -25,17 +25,20 @@ ADMIN = "pulsar_admin"  # bin/pulsar-admin, through the function of HELPERS
 # of its cost, and the script makes some thirty calls)
 CLASS_ARCHIVE_VAR = "PULSARLAB_CLASS_ARCHIVE"
 
-# bash helpers of the configure script: j_value KEY DOC, j_list KEY DOC (sorted, comma-joined)
-HELPERS = r"""
-pulsar_admin() {
+_ARCHIVE = CLASS_ARCHIVE_VAR
+_ADMIN_FUNCTION = f"""
+pulsar_admin() {{
   local share=
-  if [[ -n ${ARCHIVE:-} ]]; then  # the JVM's own log goes to stderr: stdout is what the script reads
-    share="JVM_LOG"
-    if [[ -s $ARCHIVE ]]; then share+=" -XX:SharedArchiveFile=$ARCHIVE -Xshare:auto"
-    else share+=" -XX:ArchiveClassesAtExit=$ARCHIVE -Xlog:cds*=error:stderr"; fi  # (recording warns of each class it skips)
+  if [[ -n ${{{_ARCHIVE}:-}} ]]; then  # the JVM's own log goes to stderr: stdout is what the script reads
+    share="{' '.join(JVM_LOG_ON_STDERR)}"
+    if [[ -s ${_ARCHIVE} ]]; then share+=" -XX:SharedArchiveFile=${_ARCHIVE} -Xshare:auto"
+    else share+=" -XX:ArchiveClassesAtExit=${_ARCHIVE} -Xlog:cds*=error:stderr"; fi  # (recording warns of each class it skips)
   fi
-  PULSAR_EXTRA_OPTS="${PULSAR_EXTRA_OPTS:-} $share" bin/pulsar-admin "$@"
-}
+  PULSAR_EXTRA_OPTS="${{PULSAR_EXTRA_OPTS:-}} $share" bin/pulsar-admin "$@"
+}}"""
+
+# bash helpers of the configure script: j_value KEY DOC, j_list KEY DOC (sorted, comma-joined)
+HELPERS = _ADMIN_FUNCTION + r"""
 strip() { tr -d ' \n\t\r'; }
 j_value() { grep -o "\"$1\":\(\"[^\"]*\"\|[^,}]*\)" <<<"$2" | head -n1 | sed -E "s/^\"$1\"://; s/^\"(.*)\"$/\1/"; }
 j_list() { grep -o "\"$1\":\[[^]]*\]" <<<"$2" | head -n1 | sed -E 's/^[^[]*\[//; s/\]$//' | tr ',' '\n' \
@@ -51,7 +54,7 @@ write() { # a change: made on the first pass, only counted on the read-back pass
   echo "configure: ${*:4}"
   "$@" || { echo "configure: failed: ${*:4}" >&2; exit 1; }
 }
-""".replace("ARCHIVE", CLASS_ARCHIVE_VAR).replace("JVM_LOG", " ".join(JVM_LOG_ON_STDERR))
+"""
 
 
 def _admin(url_var: str, *args: str) -> str:

@@ -3,9 +3,8 @@
 Archives are kept per distribution and JDK, one per role (and ``init``, the metadata
 initialisation); the first node of each role records.
 
-The archive is bound to the exact classpath; ``bin/pulsar`` puts the directory of
-``PULSAR_LOG_CONF`` first on it, so every node points that at one shared empty directory
-(:func:`classpath_dir`) and names its own log configuration with ``-Dlog4j.configurationFile``.
+The archive is bound to the exact classpath: every node puts one shared empty directory
+(:func:`classpath_dir`) first on it (:func:`pulsarlab.runtime.jvm.log_conf_off_the_classpath`).
 """
 
 from __future__ import annotations

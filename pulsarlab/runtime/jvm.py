@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from pathlib import PurePath
 
 from pulsarlab.render import NodeDirs
 from pulsarlab.topology import Node, Role, Topology
@@ -58,6 +59,18 @@ def hosts_text(topo: Topology, node: Node) -> str:
     if hostname != "localhost":
         lines.append("127.0.0.1 localhost")
     return "\n".join(lines) + "\n"
+
+
+def log_conf_off_the_classpath(env: dict[str, str], empty_dir: PurePath) -> None:
+    """Keep the classpath the same for every JVM that shares a class archive (an archive is bound
+    to it): ``bin/pulsar`` and ``bin/pulsar-admin`` put the folder of ``PULSAR_LOG_CONF`` first on
+    it, so that becomes ``empty_dir`` and log4j is told the real file by name (a later ``-D`` wins
+    over the script's own)."""
+    log_conf = env["PULSAR_LOG_CONF"]
+    env["PULSAR_LOG_CONF"] = str(empty_dir / "log4j2.yaml")
+    for key in ("PULSAR_EXTRA_OPTS", "BOOKIE_EXTRA_OPTS"):
+        if key in env:
+            env[key] = f"{env[key]} -Dlog4j.configurationFile={log_conf}".strip()
 
 
 def pulsar_env(topo: Topology, node: Node, dirs: NodeDirs) -> dict[str, str]:

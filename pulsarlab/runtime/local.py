@@ -24,7 +24,7 @@ from pulsarlab.render import render_node, write_topology
 from pulsarlab.runtime import cgroup
 from pulsarlab.runtime.base import NodeRuntime
 from pulsarlab.runtime.cds import class_archives, classpath_dir, node_recording
-from pulsarlab.runtime.jvm import hosts_text, pulsar_env
+from pulsarlab.runtime.jvm import hosts_text, log_conf_off_the_classpath, pulsar_env
 from pulsarlab.runtime.state import ClusterState, ProcessRecord
 from pulsarlab.runtime.waits import log_tail
 from pulsarlab.timeouts import timeout
@@ -180,14 +180,11 @@ class LocalCluster(NodeRuntime):
                 env[key] = f"{env[key]} -Djdk.net.hosts.file={dirs.conf / 'hosts'}"
         if self.topo.jvm.class_sharing:
             archives = class_archives(dist)
-            # one classpath for every node (see pulsarlab.runtime.cds); the node's own log
-            # configuration named explicitly (a later -D wins over bin/pulsar's own)
-            env["PULSAR_LOG_CONF"] = str(classpath_dir(archives) / "log4j2.yaml")
-            opts = f"-Dlog4j.configurationFile={dirs.conf / 'log4j2.yaml'}"
+            log_conf_off_the_classpath(env, classpath_dir(archives))  # one classpath for every node
             if kind is not None:
-                opts += " " + archives.jvm_options(kind, self._recording(kind, node))
-            for key in ("PULSAR_EXTRA_OPTS", "BOOKIE_EXTRA_OPTS"):
-                env[key] = f"{env[key]} {opts}".strip()
+                opts = archives.jvm_options(kind, self._recording(kind, node))
+                for key in ("PULSAR_EXTRA_OPTS", "BOOKIE_EXTRA_OPTS"):
+                    env[key] = f"{env[key]} {opts}".strip()
         return env
 
     def write_local_hosts(self, node: Node) -> None:
