@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -40,6 +41,7 @@ from pulsarlab.topology import (
     topic_clusters,
     topic_namespace,
 )
+from pulsarlab.upgrade import fault as _upgrade_fault  # noqa: F401 - registers the 'upgrade' fault
 from pulsarlab.workload.audit import audit_subscription
 from pulsarlab.workload.run import Target, Workload, WorkloadConfig, WorkloadResult
 
@@ -490,9 +492,31 @@ def workload_run(
             audits.callback(schedule.finish)  # whatever happened to the run
         for url in target.read_clusters.values() or [target.service_url]:
             audits.enter_context(audit_subscription(url, cfg.topic, auth=target.auth))
-        return Workload(cfg, target, out, cluster.distribution(), run_id).run(
-            tick, after_send=caught_up if target.replication or before_read else None, progress=progress
-        )
+        workload = Workload(cfg, target, out, cluster.distribution(), run_id)
+        if schedule is not None and schedule.end_after_s is not None:
+            audits.enter_context(_ends_after_schedule(workload, schedule, schedule.end_after_s))
+        return workload.run(tick, after_send=caught_up if target.replication or before_read else None, progress=progress)
+
+
+@contextlib.contextmanager
+def _ends_after_schedule(workload: Workload, schedule: Scheduler, after_s: float) -> Iterator[None]:
+    """While the run lasts: once the schedule's last step returned, producing ends ``after_s`` later."""
+    over = threading.Event()
+
+    def watch() -> None:
+        while not over.is_set():
+            if schedule.done.wait(1.0):
+                if not over.wait(after_s):
+                    workload.end_sending(f"the fault schedule finished {after_s:g}s before")
+                return
+
+    watcher = threading.Thread(target=watch, name="end-after-schedule", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        over.set()
+        watcher.join(5)
 
 
 def _history_folder(location: str | Path) -> Path:

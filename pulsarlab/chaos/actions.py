@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pulsarlab.deployment import Endpoints, NodeControl
-from pulsarlab.history.faults import APPLIED, HEALED
+from pulsarlab.history.faults import APPLIED, HEALED, NodeWindow
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,7 @@ class Done:
     what: str
     nodes: tuple[str, ...] = ()
     at_ns: int | None = None  # when the damage took effect (the last node stopped); None: not a stop
+    parts: tuple[NodeWindow, ...] = ()  # each node's window away, for an action that moves them one at a time
 
 
 FaultAction = Callable[[NodeControl, tuple[str, ...]], Done]

@@ -46,9 +46,12 @@ Step = Fault | Wait
 
 class Scheduler:
     """Runs ``steps`` against ``cluster``; every fault is checked before anything runs, and
-    recorded in ``history`` (a run directory) when given."""
+    recorded in ``history`` (a run directory) when given. ``end_after_s``: the workload it drives
+    stops producing this long after the last step returned (its duration stays the upper bound),
+    for a schedule whose length is not known beforehand (a rolling upgrade)."""
 
-    def __init__(self, cluster: NodeControl, steps: Sequence[Step], history: Path | None = None, say: Say = quiet):
+    def __init__(self, cluster: NodeControl, steps: Sequence[Step], history: Path | None = None, say: Say = quiet,
+                 end_after_s: float | None = None):
         for s in steps:
             if isinstance(s, Fault):
                 check(cluster, s)  # every problem named before anything runs
@@ -57,6 +60,8 @@ class Scheduler:
         self.faults: list[FaultRow] = []
         self.waits: list[Any] = []
         self.stop = threading.Event()
+        self.done = threading.Event()  # set when the last step returned (or the schedule was stopped)
+        self.end_after_s = end_after_s
         self.finished: bool | None = None  # once finish()ed: whether every step had run
         self._thread = threading.Thread(target=self._run, name="faults", daemon=True)
         self._t0 = 0.0
@@ -83,6 +88,12 @@ class Scheduler:
             self.start()
 
     def _run(self) -> None:
+        try:
+            self._steps()
+        finally:
+            self.done.set()
+
+    def _steps(self) -> None:
         for i, s in enumerate(self.steps):
             if s.at is not None and self.stop.wait(max(0.0, self._t0 + s.at - time.monotonic())):
                 return
@@ -105,7 +116,7 @@ class Scheduler:
             self.say(f"fault at {offset:.1f}s failed: {fault}: {text}")
         else:
             row = FaultRow(step, fault.action, fault.args, done.nodes, PHASES[fault.action], offset, began,
-                           time.time_ns(), "ok", done=done.what, effect_ts=done.at_ns)
+                           time.time_ns(), "ok", done=done.what, effect_ts=done.at_ns, parts=done.parts)
             self.say(f"fault at {offset:.1f}s: {done.what}")
         self.faults.append(row)
         if self.journal is not None:

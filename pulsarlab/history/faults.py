@@ -34,17 +34,33 @@ FAULT_SCHEMA: Final[pa.Schema] = pa.schema(
         pa.field("done", pa.string()),
         pa.field("error", pa.string()),
         pa.field("effect_ts", pa.int64()),
+        pa.field("parts", pa.list_(pa.struct([pa.field("node", pa.string(), nullable=False),
+                                              pa.field("from_ts", pa.int64(), nullable=False),
+                                              pa.field("to_ts", pa.int64(), nullable=False)]))),
     ]
 )
 """One fault: its place in the schedule, what (action, args, the nodes it acted on), whether it
 damaged or healed, when (seconds from the schedule's start on the monotonic clock; wall clock in
 ns when it began, when its damage took effect where the nodes run, when it returned), and how it
 went (``ok`` with what it did, or ``error``). ``effect_ts`` is null for a fault that reports no
-such moment, and in histories written before it existed (read as null)."""
+such moment, and in histories written before it existed (read as null). ``parts``: for a fault that
+acts on nodes one after another (a rolling upgrade), each node's window away, from when it was
+taken out to when it answered ready again (wall clock, ns); null or empty for every other fault."""
+OPTIONAL: Final = frozenset({"effect_ts", "parts"})  # columns added after the first histories: read as null
 APPLIED: Final = "applied"  # the action does damage
 HEALED: Final = "healed"  # the action undoes some (start, resume, heal)
 OUTCOMES: Final = frozenset({"ok", "error"})
 PHASES: Final = frozenset({APPLIED, HEALED})
+
+
+@dataclass(frozen=True)
+class NodeWindow:
+    """One node's time away during a fault that moves nodes one at a time: taken out at ``from_ts``,
+    ready again at ``to_ts`` (wall clock, ns)."""
+
+    node: str
+    from_ts: int
+    to_ts: int
 
 
 @dataclass(frozen=True)
@@ -61,6 +77,7 @@ class FaultRow:
     done: str | None = None
     error: str | None = None
     effect_ts: int | None = None  # when its damage took effect (a node stopped), by the clock where it runs
+    parts: tuple[NodeWindow, ...] = ()
 
     @property
     def from_ts(self) -> int:
@@ -83,7 +100,8 @@ class FaultRow:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> FaultRow:
-        return cls(**{**row, "args": tuple(row["args"] or ()), "nodes": tuple(row["nodes"] or ())})
+        return cls(**{**row, "args": tuple(row["args"] or ()), "nodes": tuple(row["nodes"] or ()),
+                      "parts": tuple(NodeWindow(**p) for p in row.get("parts") or ())})
 
 
 class FaultJournal:
@@ -112,7 +130,7 @@ def read_faults(directory: str | os.PathLike[str]) -> list[FaultRow] | None:
     path = Path(directory) / FAULTS_FILE
     if not path.is_file():
         return None
-    missing = [n for n in FAULT_SCHEMA.names if n != "effect_ts" and n not in pq.read_schema(path).names]
+    missing = [n for n in FAULT_SCHEMA.names if n not in OPTIONAL and n not in pq.read_schema(path).names]
     if missing:  # read with the schema, those would be nulls: no fault row at all
         raise ValueError(f"not a faults file, no column(s) {', '.join(missing)}")
     table = pq.read_table(path, schema=FAULT_SCHEMA)

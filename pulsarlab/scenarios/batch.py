@@ -50,6 +50,9 @@ def plan_runs(refs: list[str], repeat: int, out_dir: Path, on: Endpoints | None 
 def unfit(sc: model.Scenario, on: Endpoints) -> str | None:
     """Why ``sc`` cannot run on the deployment ``on`` (None: it can)."""
     problems = model.misfits(sc, on.topo)
+    wanted = sc.topology.pulsar_version
+    if wanted is not None and wanted != (running := on.pulsar_version()):
+        problems.append(f"needs a deployment on Pulsar {wanted}; this one runs {running}")
     namespace = sc.workload.namespace or on.topo.namespaces[0].name
     for step in sc.schedule:  # what only the deployment tells: can its runtime do each fault here?
         if step.fault is not None and not problems:

@@ -21,6 +21,7 @@ from pulsarlab.errors import TopologyError, UsageError, yaml_problem
 from pulsarlab.topology import Topology, parse
 from pulsarlab.topology import load as load_topology
 from pulsarlab.topology.model import name_problem
+from pulsarlab.upgrade import fault as _upgrade_fault  # noqa: F401 - registers the 'upgrade' fault
 from pulsarlab.verify.model import CHECKS, INFORMATIONAL, Expectations, unknown_names
 from pulsarlab.workload.run import WorkloadConfig
 
@@ -60,6 +61,7 @@ class TopologySpec(_Strict):
     clusters: dict[str, ClusterOverride] = Field(default_factory=dict)
     namespaces: dict[str, NamespaceOverride] = Field(default_factory=dict)
     address_prefix: str | None = None  # 127.<x>: run beside a cluster on the topology's usual addresses
+    pulsar_version: str | None = None  # the release the cluster starts on (a running deployment must run it)
 
 
 class WorkloadSpec(_Strict):
@@ -98,7 +100,8 @@ class Expect(_Strict):
     """What must hold. ``checks``: the verifier's forbid/allow/forbid_only; ``rpo``: at most this many
     acknowledged messages lost; ``rto_max_s``: every producer's first successful send after each fault
     within this; ``outage_max_s`` / ``outage_min_s``: bounds on each producer's longest window without an
-    ack; ``expect_failure``: checks that must come out non-zero (a control); ``allow_on``: a check
+    ack; ``stall_max_s``: a bound on the longest window without an ack while each node a rolling
+    upgrade moves is away; ``expect_failure``: checks that must come out non-zero (a control); ``allow_on``: a check
     allowed on the named clusters only (it must stay at zero on every other cluster); ``placement``:
     where the run's ledgers must have copies when it ends."""
 
@@ -107,6 +110,7 @@ class Expect(_Strict):
     rto_max_s: float | None = Field(default=None, gt=0)
     outage_max_s: float | None = Field(default=None, gt=0)
     outage_min_s: float | None = Field(default=None, ge=0)
+    stall_max_s: float | None = Field(default=None, gt=0)
     expect_failure: list[str] = Field(default_factory=list)
     allow_on: dict[str, list[str]] = Field(default_factory=dict)
     # every_region: when the run ends, each ledger of its topic has a copy in every region of its
@@ -124,6 +128,9 @@ class Scenario(_Strict):
     workload: WorkloadSpec
     setup: list[Step] = Field(default_factory=list)  # waits before the workload starts
     schedule: list[Step] = Field(default_factory=list)
+    # producing ends this long after the schedule's last step returned (the workload's duration stays
+    # the upper bound): for a step whose length is not known beforehand, such as a rolling upgrade
+    end_after_schedule_s: float | None = Field(default=None, ge=0)
     expect: Expect = Field(default_factory=Expect)
 
     # ----- derived ---------------------------------------------------------------------------
@@ -131,8 +138,9 @@ class Scenario(_Strict):
         """The topology with this scenario's overrides applied (validated again)."""
         base = load_topology(self.topology.ref)
         data = base.model_dump(mode="json", exclude_none=True)
-        if self.topology.address_prefix is not None:
-            data["address_prefix"] = self.topology.address_prefix
+        for key in ("address_prefix", "pulsar_version"):
+            if (value := getattr(self.topology, key)) is not None:
+                data[key] = value
         for section, overrides in (("clusters", self.topology.clusters), ("namespaces", self.topology.namespaces)):
             by_name = {x["name"]: x for x in data.get(section, [])}
             for name, over in overrides.items():

@@ -11,7 +11,10 @@ reports none, the moment its action returned, ``ended_ts``).
   acknowledgement of a send *invoked after it* (an ack of a send already in flight says nothing
   about the cluster after the fault);
 - ``longest_without_ack_s``: the longest interval with no acknowledgement, between the producer's
-  first invoke and its last send event (the acks in between split it).
+  first invoke and its last send event (the acks in between split it);
+- ``stalls``: for a fault that moves nodes one at a time (a rolling upgrade), per node, the longest
+  such interval of any producer that overlaps the node's window away (stop to ready): the publish
+  stall that node's restart caused.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pulsarlab.history import SCHEMA, part_files
-from pulsarlab.history.faults import read_faults
+from pulsarlab.history.faults import NodeWindow, read_faults
 
 COLUMNS = ("op", "type", "producer", "seq", "ts")
 
@@ -49,8 +52,17 @@ class ProducerRto:
 
 
 @dataclass
+class NodeStall:
+    fault: str
+    node: str
+    away_s: float  # from the node taken out to ready again
+    longest_without_ack_s: float | None  # None: no producer was sending while it was away
+
+
+@dataclass
 class Rto:
     producers: list[ProducerRto]
+    stalls: list[NodeStall] = field(default_factory=list)
 
     @property
     def max_recovery_s(self) -> float | None:
@@ -69,11 +81,18 @@ class Rto:
     def max_outage_s(self) -> float | None:
         return max((p.longest_without_ack_s for p in self.producers), default=None)
 
+    @property
+    def max_stall_s(self) -> float | None:
+        """The longest stall any node's window caused; None when no node window was measured."""
+        return max((s.longest_without_ack_s for s in self.stalls if s.longest_without_ack_s is not None), default=None)
+
     def to_json(self) -> dict:
         return {"max_recovery_s": _r(self.max_recovery_s), "max_outage_s": _r(self.max_outage_s),
                 "producers": [{**asdict(p), "longest_without_ack_s": _r(p.longest_without_ack_s),
                                "faults": [{**asdict(f), "recovery_s": _r(f.recovery_s)} for f in p.faults]}
-                              for p in self.producers]}
+                              for p in self.producers],
+                "stalls": [{**asdict(s), "away_s": _r(s.away_s), "longest_without_ack_s": _r(s.longest_without_ack_s)}
+                           for s in self.stalls]}
 
 
 def _r(v: float | None) -> float | None:
@@ -88,10 +107,13 @@ def read_sends(directory: str | Path) -> pa.Table:
     return table.filter(pc.equal(table["op"], "send"))
 
 
-def compute(sends: pa.Table, faults: list[tuple[str, float, int]]) -> Rto:
+def compute(sends: pa.Table, faults: list[tuple[str, float, int]],
+            windows: list[tuple[str, NodeWindow]] | None = None) -> Rto:
     """Per producer: recovery after each fault ``(description, at_s, done_ns)`` (``done_ns``: the wall
-    clock when the fault's damage was done) and the longest window without an ack."""
+    clock when the fault's damage was done) and the longest window without an ack; per node window
+    ``(fault, window)``, the stall it caused."""
     out = []
+    spans: list[np.ndarray] = []  # per producer: first invoke, each ack between, last send event
     producers = sorted(p for p in pc.unique(sends["producer"]).to_pylist() if p is not None)
     for name in producers:
         mine = sends.filter(pc.equal(sends["producer"], name))
@@ -116,16 +138,31 @@ def compute(sends: pa.Table, faults: list[tuple[str, float, int]]) -> Rto:
         if invoked.any():
             start, end = int(ts[invoked].min()), int(ts.max())
             points = np.concatenate(([start], ok_ts[(ok_ts > start) & (ok_ts < end)], [end]))
+            spans.append(points)
             gaps = np.diff(points)
             i = int(np.argmax(gaps)) if len(gaps) else 0
             if len(gaps):
                 p.longest_without_ack_s = float(gaps[i]) / 1e9
                 p.longest_from_ns, p.longest_to_ns = int(points[i]), int(points[i + 1])
         out.append(p)
-    return Rto(out)
+    return Rto(out, [_stall(desc, w, spans) for desc, w in windows or []])
+
+
+def _stall(fault: str, w: NodeWindow, spans: list[np.ndarray]) -> NodeStall:
+    """The longest interval without an ack, of any producer, that overlaps the node's window away."""
+    longest: float | None = None
+    for points in spans:
+        if len(points) < 2 or points[-1] < w.from_ts or points[0] > w.to_ts:
+            continue  # this producer was not sending while the node was away
+        overlapping = (points[1:] >= w.from_ts) & (points[:-1] <= w.to_ts)
+        if overlapping.any():
+            gap = float(np.diff(points)[overlapping].max()) / 1e9
+            longest = gap if longest is None else max(longest, gap)
+    return NodeStall(fault, w.node, (w.to_ts - w.from_ts) / 1e9, longest)
 
 
 def rto_of_run(directory: str | Path) -> Rto:
     """RTO of a run directory, after each fault its history says was done."""
-    faults = [(r.fault, r.offset_s, r.from_ts) for r in read_faults(directory) or [] if r.ok]
-    return compute(read_sends(directory), faults)
+    rows = [r for r in read_faults(directory) or [] if r.ok]
+    return compute(read_sends(directory), [(r.fault, r.offset_s, r.from_ts) for r in rows],
+                   [(r.fault, w) for r in rows for w in r.parts])

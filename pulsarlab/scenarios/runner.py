@@ -111,7 +111,8 @@ def run_scenario(
         sv.waits += [waited(cluster, topic, s, say, "setup").to_json() for s in sc.setup]
         if all(w["held"] for w in sv.waits):
             # faults count from the first acknowledged send; each one is a row of the run's history
-            schedule = Scheduler(cluster, schedule_steps(cluster, sc.schedule, topic, say), history=run_dir, say=say)
+            schedule = Scheduler(cluster, schedule_steps(cluster, sc.schedule, topic, say), history=run_dir, say=say,
+                                 end_after_s=sc.end_after_schedule_s)
             say(f"workload on {topic}: {sc.workload_config(topic).duration:g}s of producing")
             lab.workload_run(state_dir, sc.workload_config(topic), run_dir, sc.workload.cluster, sc.workload.region,
                              tick, sc.workload.consume_cluster, schedule=schedule)

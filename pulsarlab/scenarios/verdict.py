@@ -100,6 +100,11 @@ class ScenarioVerdict:
             rec = ", ".join(f"{f['fault']} @{f['at_s']:.1f}s → {_recovery(f)}" for f in p["faults"]) or "no fault"
             longest = _secs(p["longest_without_ack_s"])
             t.add_row(f"RTO {p['producer'].rsplit('-', 1)[-1]}", "", f"{rec}; longest without ack {longest}", "")
+        for st in (self.rto or {}).get("stalls", []):
+            stall = st["longest_without_ack_s"]
+            shown = "not measured (nothing sent meanwhile)" if stall is None else _secs(stall)
+            t.add_row(f"stall {st['node']}", "", f"away {_secs(st['away_s'])}; longest without ack {shown} "
+                                                 f"({st['fault']})", "")
         t.add_section()
         for f in self.faults:
             t.add_row(f"fault @{f.offset_s:.1f}s", "", f"{f.fault}: {f.done if f.ok else f'FAILED: {f.error}'}", "")
@@ -178,6 +183,8 @@ def judge(sc: Scenario, verdict: Verdict | None, rto: Rto | None, waits: list[di
         which = "max" if sign == "<=" else "min"
         seen = None if value is None else round(value, 3)
         out.append(Judged(f"longest window without ack ({which})", f"{sign} {bound:g}s", seen, status))
+    if e.stall_max_s is not None:
+        out.append(_judge_stalls(rto, e.stall_max_s))
     if e.placement is not None:
         placed_seen, placed_status = placement.judged(placed)
         out.append(Judged("placement", "each ledger's entries with a copy in every region", placed_seen, placed_status))
@@ -185,3 +192,18 @@ def judge(sc: Scenario, verdict: Verdict | None, rto: Rto | None, waits: list[di
         out.append(Judged(f"wait {w['condition']}", "holds within its timeout",
                           f"after {w['seconds']:.1f}s: {w['seen']}", PASS if w["held"] else FAIL))
     return out
+
+
+def _judge_stalls(rto: Rto | None, bound: float) -> Judged:
+    """Each node a rolling fault moved: its stall within ``bound``; a node no producer sent across,
+    or no node measured at all, leaves it inconclusive."""
+    expected = f"<= {bound:g}s per node"
+    stalls = rto.stalls if rto is not None else []
+    if not stalls or any(s.longest_without_ack_s is None for s in stalls):
+        unmeasured = [s.node for s in stalls if s.longest_without_ack_s is None]
+        seen = f"not measured for {', '.join(unmeasured)}" if unmeasured else "no node moved"
+        return Judged("publish stall while a node restarts", expected, seen, INCONCLUSIVE)
+    worst = max(stalls, key=lambda s: s.longest_without_ack_s or 0.0)
+    value = worst.longest_without_ack_s or 0.0
+    return Judged("publish stall while a node restarts", expected, f"{value:.3f}s ({worst.node})",
+                  PASS if value <= bound else FAIL)

@@ -34,6 +34,7 @@ class Moved:
     action: str  # "moved" or "kept"
     seconds: float = 0.0
     gates: dict[str, float] = field(default_factory=dict)
+    away: tuple[int, int] | None = None  # wall clock (ns): from its first gate before the stop to ready again
 
 
 @dataclass
@@ -94,7 +95,7 @@ class NodeUpgrade:
         node = self.cluster.topo.node(step.node)
         tier = self.order.tier(node.role)
         gates: dict[str, float] = {}
-        t0 = time.monotonic()
+        t0, away_from = time.monotonic(), time.time_ns()
         try:
             for gate in tier.before_stop:
                 gates[gate] = self._timed(gate, node)
@@ -108,6 +109,7 @@ class NodeUpgrade:
             started = time.monotonic()
             self.cluster.start_node(node.name)
             gates["ready"] = time.monotonic() - started
+            away = (away_from, time.time_ns())
             for gate in tier.after_start:
                 if gate != "ready":
                     gates[gate] = self._timed(gate, node)
@@ -118,7 +120,7 @@ class NodeUpgrade:
         now = self.cluster.reported_versions()[node.name][0]
         if now != self.dist.version:
             raise CheckFailed(f"{node.name} reports Pulsar {now} after its restart, not {self.dist.version}")
-        return Moved(node.name, node.role.value, step.running, now, "moved", time.monotonic() - t0, gates)
+        return Moved(node.name, node.role.value, step.running, now, "moved", time.monotonic() - t0, gates, away)
 
     def _timed(self, gate: str, node: Node) -> float:
         t0 = time.monotonic()

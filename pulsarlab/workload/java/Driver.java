@@ -392,10 +392,34 @@ public final class Driver {
                     acks.release();
                 }
             }
-            long waitMs = cfg.path("ack_drain_ms").asLong(30_000);
-            if (!acks.tryAcquire(maxAcks, waitMs, TimeUnit.MILLISECONDS)) {
-                say("@error " + name + ": " + (maxAcks - acks.availablePermits())
-                        + " acknowledgement(s) unanswered after " + waitMs + " ms; no ack row for them");
+            awaitReceipts(name, acks, maxAcks);
+        }
+    }
+
+    /**
+     * Wait for the receipts of the acks still in flight: until all came, no receipt came for
+     * {@code ack_idle_ms} (an ack sent on a connection its broker closed never gets one, so waiting on
+     * for it only delays the run), or {@code ack_drain_ms} passed.
+     */
+    void awaitReceipts(String name, Semaphore acks, int maxAcks) throws InterruptedException {
+        long waitMs = cfg.path("ack_drain_ms").asLong(30_000);
+        long idleMs = cfg.path("ack_idle_ms").asLong(5_000);
+        long start = System.nanoTime();
+        long changed = start;
+        int seen = acks.availablePermits();
+        while (seen < maxAcks) {
+            long now = System.nanoTime();
+            if (now - start > waitMs * 1_000_000L || now - changed > idleMs * 1_000_000L) {
+                say("@error " + name + ": " + (maxAcks - seen) + " acknowledgement(s) unanswered after "
+                        + (now - start) / 1_000_000L + " ms (none answered in the last " + (now - changed) / 1_000_000L
+                        + " ms); no ack row for them");
+                return;
+            }
+            Thread.sleep(50);
+            int permits = acks.availablePermits();
+            if (permits != seen) {
+                seen = permits;
+                changed = System.nanoTime();
             }
         }
     }
