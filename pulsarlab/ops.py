@@ -43,7 +43,7 @@ from pulsarlab.topology import (
 )
 from pulsarlab.upgrade import fault as _upgrade_fault  # noqa: F401 - registers the 'upgrade' fault
 from pulsarlab.workload.audit import audit_subscription
-from pulsarlab.workload.run import Target, Workload, WorkloadConfig, WorkloadResult
+from pulsarlab.workload.run import Target, Workload, WorkloadConfig, WorkloadResult, failover_problem
 
 __all__ = ["RUNTIMES", "WorkloadConfig"]
 
@@ -479,11 +479,16 @@ def workload_run(
     if not cfg.topic:
         cfg.topic = default_topic(cluster, target.cluster, run_id)
     target = workload_target(cluster, cluster_name, region, consume_cluster, cfg.topic)
+    if (problem := failover_problem(cfg, target)) is not None:
+        raise UsageError(problem)
     prepare_topic(cluster, target, cfg)
+    # clients that fail over produce on every cluster of the topic: each one's replication must catch up
+    sources = target.replication if cfg.client_failover else [target.cluster]
 
     def caught_up() -> None:  # replication has until then to bring every acknowledged message over
         if target.replication:
-            replication.wait_caught_up(cluster, cfg.topic, target.cluster, replication_timeout)
+            for source in sources:
+                replication.wait_caught_up(cluster, cfg.topic, source, replication_timeout)
         if before_read is not None:
             before_read()
 

@@ -48,6 +48,13 @@ def workload_run(
         str | None, typer.Option(help="cluster the consumers connect to (default: the producers'); geo: another one")
     ] = None,
     region: Annotated[str | None, typer.Option(help="region the clients stand in, recorded in the history")] = None,
+    client_failover: Annotated[bool, typer.Option(
+        help="clients fail over by themselves (the Java client's AutoClusterFailover): from their cluster to the "
+             "next one the topic replicates to, and back; the history says which cluster served each event")] = False,
+    failover_delay: Annotated[float, typer.Option(help="with --client-failover: seconds a cluster stays unreachable "
+                                                        "before the clients leave it")] = 3.0,
+    switch_back_delay: Annotated[float, typer.Option(help="with --client-failover: seconds their own cluster must "
+                                                          "answer again before the clients go back")] = 10.0,
     fault: Annotated[list[str] | None, typer.Option(
         "--fault", help="'AT ACTION ARGS': a fault AT seconds after the first acknowledged send, e.g. '10 kill bk1-eu' "
                         "(repeatable; each one a row of the history's faults.parquet)")] = None,
@@ -65,7 +72,9 @@ def workload_run(
     """
     try:
         cfg = ops.WorkloadConfig(topic, partitions, producers, consumers, subscription, subscription_type, keys, rate,
-                                 message_size, duration, batching, deduplication)
+                                 message_size, duration, batching, deduplication, client_failover=client_failover,
+                                 failover_delay_ms=int(failover_delay * 1000),
+                                 switch_back_delay_ms=int(switch_back_delay * 1000))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 

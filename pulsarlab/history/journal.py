@@ -98,12 +98,21 @@ def _hex_bytes() -> pa.Array:
     return pa.array([f"{i:02x}" for i in range(256)], type=pa.string())
 
 
-def write_meta(base: Path, constants: dict[str, str | None]) -> None:
-    """Write the part's shared columns before its driver starts."""
+def write_meta(base: Path, constants: dict[str, str | None], clusters_from: list[tuple[int, str]] | None = None) -> None:
+    """Write the part's shared columns before its driver starts; again whenever its client moved to
+    another cluster (``clusters_from``: from each wall-clock ns on, that cluster served the events:
+    the ``served_by`` column, and a producer's ``cluster``; a consumer's ``cluster`` stays its
+    subscription's, one subscription wherever it was served from)."""
     unknown = constants.keys() - set(CONSTANT_COLUMNS)
     if unknown:
         raise TypeError(f"unknown constant columns: {sorted(unknown)}")
-    Path(f"{base}{META_SUFFIX}").write_text(json.dumps({"format": 1, "record_size": RECORD.itemsize, "constants": constants}))
+    meta: dict[str, object] = {"format": 1, "record_size": RECORD.itemsize, "constants": constants}
+    if clusters_from:
+        meta["clusters_from"] = [[int(ts), c] for ts, c in clusters_from]
+    path = Path(f"{base}{META_SUFFIX}")
+    partial = path.with_name(f".{path.name}.tmp")  # read while a driver runs: never half a file
+    partial.write_text(json.dumps(meta))
+    os.replace(partial, path)
 
 
 def read_strings(path: Path) -> list[str]:
@@ -169,7 +178,20 @@ def read_events(base: Path) -> pa.Table:
         value = constants.get(name)
         if value is not None:
             columns[name] = pa.repeat(pa.scalar(value, pa.string()), n)
+    if meta.get("clusters_from"):  # a client that fails over between clusters by itself
+        columns["served_by"] = _clusters_at(r["ts"], constants.get("cluster"), meta["clusters_from"])
+        if constants.get("producer") is not None:  # a send's cluster is where it went (and was acknowledged)
+            columns["cluster"] = columns["served_by"]
     return conform(pa.table(columns))
+
+
+def _clusters_at(ts: np.ndarray, first: str | None, clusters_from: list[list[int | str]]) -> pa.Array:
+    """Each event's cluster: ``first`` until the first switch, then the cluster of the last switch
+    at or before the event."""
+    switches = sorted((int(t), str(c)) for t, c in clusters_from)
+    names = pa.array([first, *(c for _, c in switches)], pa.string())
+    which = np.searchsorted(np.array([t for t, _ in switches], dtype=np.int64), ts, side="right")
+    return pc.take(names, pa.array(which))
 
 
 def _hex32(values: pa.Array) -> pa.Array:

@@ -35,6 +35,7 @@ SCHEMA: Final[pa.Schema] = pa.schema(
         pa.field("error", pa.string()),
         pa.field("run", pa.string()),
         pa.field("end_message_id", pa.string()),
+        pa.field("served_by", pa.string()),
     ]
 )
 """The one schema every event kind shares; columns an event does not use are null."""

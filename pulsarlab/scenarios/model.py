@@ -111,6 +111,12 @@ class Expect(_Strict):
     outage_max_s: float | None = Field(default=None, gt=0)
     outage_min_s: float | None = Field(default=None, ge=0)
     stall_max_s: float | None = Field(default=None, gt=0)
+    # clients that fail over by themselves (workload client_failover): each one's first ack or delivery
+    # on another cluster after the loss, and on its own again after the return, within these; at most
+    # async_rpo_max messages acknowledged on the lost cluster missing from the other when they moved
+    failover_max_s: float | None = Field(default=None, gt=0)
+    switch_back_max_s: float | None = Field(default=None, gt=0)
+    async_rpo_max: int | None = Field(default=None, ge=0)
     expect_failure: list[str] = Field(default_factory=list)
     allow_on: dict[str, list[str]] = Field(default_factory=dict)
     # every_region: when the run ends, each ledger of its topic has a copy in every region of its
@@ -328,6 +334,9 @@ def _check_expect(sc: Scenario, topo: Topology, source: str) -> None:
         if unknown or not where:
             raise ScenarioError(source, f"expect.allow_on.{c}",
                                 f"no cluster {unknown[0]!r} in the topology" if unknown else "names no cluster")
+    asked = [k for k in ("failover_max_s", "switch_back_max_s", "async_rpo_max") if getattr(sc.expect, k) is not None]
+    if asked and not sc.workload_config("x").client_failover:
+        raise ScenarioError(source, f"expect.{asked[0]}", "judges clients that fail over: set workload.client_failover")
     if set(sc.expect.expect_failure) & INFORMATIONAL:
         raise ScenarioError(source, "expect.expect_failure",
                             f"informational checks cannot be expected to fail: {sorted(INFORMATIONAL)}")

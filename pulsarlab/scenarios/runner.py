@@ -31,6 +31,7 @@ from pulsarlab.errors import UsageError
 from pulsarlab.history.faults import read_faults
 from pulsarlab.scenarios import placement
 from pulsarlab.scenarios.conditions import WaitRecord, wait_for
+from pulsarlab.scenarios.failover import failover_of_run
 from pulsarlab.scenarios.model import Scenario, Step, step_fault
 from pulsarlab.scenarios.rto import Rto, rto_of_run
 from pulsarlab.scenarios.verdict import ScenarioVerdict, judge
@@ -130,7 +131,7 @@ def run_scenario(
                 restore(cluster, say)
     if schedule is not None:
         _record_schedule(sv, sc, schedule, run_dir)
-    verdict, rto = None, None
+    verdict, rto, moved = None, None, None
     if workload_ran:
         from pulsarlab.verify import verify  # Spark loads slowly: only once there is a history
 
@@ -138,9 +139,12 @@ def run_scenario(
         verdict = verify(run_dir, expect=sc.expectations())
         rto = rto_of_run(run_dir)
         _fill(sv, verdict, rto)
+        if sc.workload_config("x").client_failover:
+            moved = failover_of_run(run_dir)
+            sv.failover = moved.to_json()
     # a setup wait that failed is a precondition not met (in reasons), not a finding
     sv.expectations = judge(sc, verdict, rto, [w.to_json() for w in schedule.waits] if schedule else [],
-                            sv.placement)
+                            sv.placement, moved)
     sv.seconds = time.monotonic() - started
     run_dir.mkdir(parents=True, exist_ok=True)
     sv.write(run_dir)

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from pulsarlab.history.faults import FaultRow
 from pulsarlab.scenarios import placement
+from pulsarlab.scenarios.failover import Failover
 from pulsarlab.scenarios.model import Scenario
 from pulsarlab.scenarios.rto import Rto
 from pulsarlab.verify.model import ABSENCE, EXIT_CODES, FAIL, INCONCLUSIVE, PASS, Check, Verdict
@@ -46,6 +47,7 @@ class ScenarioVerdict:
     seconds: float = 0.0
     skipped: str | None = None  # why the target cannot run it (then nothing ran)
     placement: dict[str, Any] | None = None  # the run's ledgers and their regions (placement.read)
+    failover: dict[str, Any] | None = None  # clients that fail over: when they moved, came back, async RPO
 
     @property
     def status(self) -> str:
@@ -69,7 +71,7 @@ class ScenarioVerdict:
             "faults": [{"fault": f.fault, **asdict(f)} for f in self.faults], "waits": self.waits,
             "verifier_status": self.verifier_status,
             "expectations": [j.__dict__ for j in self.expectations], "reasons": self.reasons,
-            "skipped": self.skipped, "placement": self.placement,
+            "skipped": self.skipped, "placement": self.placement, "failover": self.failover,
         }
 
     def write(self, run_dir: Path) -> Path:
@@ -105,6 +107,7 @@ class ScenarioVerdict:
             shown = "not measured (nothing sent meanwhile)" if stall is None else _secs(stall)
             t.add_row(f"stall {st['node']}", "", f"away {_secs(st['away_s'])}; longest without ack {shown} "
                                                  f"({st['fault']})", "")
+        self._failover_rows(t)
         t.add_section()
         for f in self.faults:
             t.add_row(f"fault @{f.offset_s:.1f}s", "", f"{f.fault}: {f.done if f.ok else f'FAILED: {f.error}'}", "")
@@ -116,6 +119,18 @@ class ScenarioVerdict:
         if self.reasons:
             t.caption = "inconclusive evidence:\n" + "\n".join(f"- {r}" for r in self.reasons)
         return t
+
+    def _failover_rows(self, t: Table) -> None:
+        fo = self.failover
+        if not fo:
+            return
+        for c in fo["clients"]:
+            moved = f"to {', '.join(c['moved_to'])} after {_secs(c['failover_s'])}" if c["moved_to"] else "never moved"
+            t.add_row(f"failover {c['client'].rsplit('-', 1)[-1]}", "", f"from {c['home']} {moved}; back after "
+                                                                       f"{_secs(c['switch_back_s'])}", "")
+        rpo = fo["async_rpo"]
+        t.add_row("async RPO (acked on the lost cluster, not on the other when clients moved)", "",
+                  "not measured" if rpo is None else f"{rpo} of {fo['acked_before_loss']}", "")
 
 
 def _recovery(f: dict) -> str:
@@ -140,7 +155,7 @@ def judge_allowed_on(c: Check, where: list[str], guessed: bool) -> Judged:
 
 
 def judge(sc: Scenario, verdict: Verdict | None, rto: Rto | None, waits: list[dict[str, Any]],
-          placed: dict[str, Any] | None = None) -> list[Judged]:
+          placed: dict[str, Any] | None = None, failover: Failover | None = None) -> list[Judged]:
     """Each expectation of ``sc`` against what the run produced; evidence missing makes an
     expectation that needs it inconclusive, never a pass."""
     e = sc.expect
@@ -185,6 +200,7 @@ def judge(sc: Scenario, verdict: Verdict | None, rto: Rto | None, waits: list[di
         out.append(Judged(f"longest window without ack ({which})", f"{sign} {bound:g}s", seen, status))
     if e.stall_max_s is not None:
         out.append(_judge_stalls(rto, e.stall_max_s))
+    out += _judge_failover(sc, failover)
     if e.placement is not None:
         placed_seen, placed_status = placement.judged(placed)
         out.append(Judged("placement", "each ledger's entries with a copy in every region", placed_seen, placed_status))
@@ -207,3 +223,25 @@ def _judge_stalls(rto: Rto | None, bound: float) -> Judged:
     value = worst.longest_without_ack_s or 0.0
     return Judged("publish stall while a node restarts", expected, f"{value:.3f}s ({worst.node})",
                   PASS if value <= bound else FAIL)
+
+
+def _judge_failover(sc: Scenario, fo: Failover | None) -> list[Judged]:
+    """The failover bounds: a figure not measured (no loss, a client that never moved or never came
+    back) fails a bound on time, as it would for a user; no figure at all is inconclusive."""
+    e, out = sc.expect, []
+    for name, bound, value in (
+        ("clients fail over", e.failover_max_s, fo.max_failover_s() if fo else None),
+        ("clients switch back", e.switch_back_max_s, fo.max_switch_back_s() if fo else None),
+    ):
+        if bound is None:
+            continue
+        if fo is None or not fo.measured:
+            out.append(Judged(name, f"<= {bound:g}s", None, INCONCLUSIVE))
+        else:
+            out.append(Judged(name, f"<= {bound:g}s", "never" if value is None else round(value, 3),
+                              PASS if value is not None and value <= bound else FAIL))
+    if e.async_rpo_max is not None:
+        rpo = fo.async_rpo if fo else None
+        out.append(Judged("async RPO (acked on the lost cluster, missing on the other)", f"<= {e.async_rpo_max}",
+                          rpo, INCONCLUSIVE if rpo is None else (PASS if rpo <= e.async_rpo_max else FAIL)))
+    return out

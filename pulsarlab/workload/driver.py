@@ -138,6 +138,7 @@ class DriverProcess:
     ready: threading.Event = field(default_factory=threading.Event)
     finished_at: float = 0.0  # monotonic time a producer's last outcome arrived
     failure: str | None = None  # why the driver failed (the first reason found), None while it has not
+    switches: list[tuple[int, str]] = field(default_factory=list)  # (wall-clock ns, cluster) its client moved to
     _proc: subprocess.Popen | None = None
     _reader: threading.Thread | None = None
     _archives: ClassArchives | None = None
@@ -182,6 +183,20 @@ class DriverProcess:
                 self.finished_at = time.monotonic()
             elif word == "@error":
                 self.errors.append(rest)
+            elif word == "@switch":
+                self._switched(rest)
+
+    def _switched(self, rest: str) -> None:
+        """The client failed over (or back): from that moment its events happened on another cluster,
+        which the part's meta records (the URL named by the failover settings' ``clusters``)."""
+        ts, _, url = rest.partition(" ")
+        clusters = self.config.get("failover", {}).get("clusters", {})
+        cluster = clusters.get(url)
+        if cluster is None or not ts.isdigit():
+            self.errors.append(f"{self.name}: a switch to {url!r} that names no cluster of the topic: {rest}")
+            return
+        self.switches.append((int(ts), cluster))
+        write_meta(self.out / self.part, self.constants, self.switches)
 
     def tell(self, line: str) -> None:
         """Send a control line (``start <ms>``, ``drain``, ``stop``); a driver that is gone is ignored."""

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pulsarlab.admin.client import AdminClient, AdminError
 from pulsarlab.distribution import Distribution
@@ -87,6 +88,13 @@ class WorkloadConfig:
     # the longest a client waits between reconnection attempts (the Java client's default is 60 s):
     # short, so that an outage measured is the cluster's, not the client's back-off
     max_backoff_ms: int = 5000
+    # the Java client's own cluster failover (AutoClusterFailover, PIP-121): producers and consumers
+    # start on their cluster, move to the next cluster the topic replicates to once theirs has not
+    # answered for failover_delay_ms, and back once it has answered again for switch_back_delay_ms
+    client_failover: bool = False
+    failover_delay_ms: int = 3000
+    switch_back_delay_ms: int = 10_000
+    failover_check_ms: int = 500
 
     def __post_init__(self) -> None:
         if self.subscription_type not in SUB_TYPES:
@@ -97,6 +105,21 @@ class WorkloadConfig:
             raise ValueError("an exclusive subscription takes one consumer")
         if self.producers < 1 or self.duration <= 0 or self.message_size < 32:
             raise ValueError("need producers >= 1, duration > 0 and message_size >= 32")
+        if min(self.failover_delay_ms, self.switch_back_delay_ms, self.failover_check_ms) < 0 or self.failover_check_ms == 0:
+            raise ValueError("need failover_delay_ms >= 0, switch_back_delay_ms >= 0 and failover_check_ms > 0")
+
+
+def failover_problem(cfg: WorkloadConfig, target: Target) -> str | None:
+    """Why the clients cannot fail over between clusters (None: they can, or are not asked to)."""
+    if not cfg.client_failover:
+        return None
+    if len(target.replication) < 2:
+        return (f"client failover needs a topic replicated to another cluster: {cfg.topic or 'the topic'} lives on "
+                f"{target.cluster} only (use a namespace of a geo or active-active topology)")
+    if target.auth is not None:
+        return ("client failover on a secure deployment is not supported yet: each secondary cluster would need "
+                "its own credentials")
+    return None
 
 
 @dataclass
@@ -154,7 +177,7 @@ class Workload:
             "service_url": t.service_url, "topic": cfg.topic, "producer_name": name,
             "message_size": cfg.message_size, "rate": cfg.rate / cfg.producers, "batching": cfg.batching,
             "send_timeout_ms": cfg.send_timeout_ms, "max_pending": cfg.max_pending, "keys": cfg.keys, "seed": i,
-            "max_backoff_ms": cfg.max_backoff_ms, **t.driver_auth(),
+            "max_backoff_ms": cfg.max_backoff_ms, **t.driver_auth(), **self._failover(t.cluster),
         }
         constants = {"producer": name, "topic": cfg.topic, "cluster": t.cluster, "region": t.region, "run": self.run_id}
         return DriverProcess(f"p{i}", "produce", self.out, f"producer-p{i}", config, constants)
@@ -164,10 +187,22 @@ class Workload:
         config = {"service_url": t.consumer_url, "topic": cfg.topic, "subscription": cfg.subscription,
                   "subscription_type": cfg.subscription_type, "drain_seconds": cfg.drain_seconds,
                   "max_pending_acks": cfg.max_pending_acks, "replicate_subscription": t.replicated_subscription,
-                  "max_backoff_ms": cfg.max_backoff_ms, **t.driver_auth()}
+                  "max_backoff_ms": cfg.max_backoff_ms, **t.driver_auth(), **self._failover(t.consumer_cluster)}
         constants = {"consumer": f"c{i}", "subscription": cfg.subscription, "cluster": t.consumer_cluster, "region": t.region,
                      "run": self.run_id}
         return DriverProcess(f"c{i}", "consume", self.out, f"consumer-c{i}", config, constants)
+
+    def _failover(self, home: str) -> dict[str, Any]:
+        """A client's failover settings: ``home`` first, then every other cluster the topic replicates
+        to (their URLs in ``clusters``, so that each switch the driver reports names a cluster)."""
+        if not self.cfg.client_failover:
+            return {}
+        urls = self.target.read_clusters
+        order = [home, *(c for c in self.target.replication if c != home)]
+        return {"failover": {
+            "primary": urls[home], "secondary": [urls[c] for c in order[1:]], "clusters": {urls[c]: c for c in order},
+            "failover_delay_ms": self.cfg.failover_delay_ms, "switch_back_delay_ms": self.cfg.switch_back_delay_ms,
+            "check_interval_ms": self.cfg.failover_check_ms}}
 
     def _reader(self, cluster: str, service_url: str, idle_timeout: float) -> DriverProcess:
         config = {"service_url": service_url, "partitions": self.end_positions(cluster), "cluster": cluster,

@@ -34,8 +34,10 @@ import org.apache.pulsar.client.api.PulsarClient;
 import org.apache.pulsar.client.api.PulsarClientException;
 import org.apache.pulsar.client.api.Reader;
 import org.apache.pulsar.client.api.SubscriptionInitialPosition;
+import org.apache.pulsar.client.api.ServiceUrlProvider;
 import org.apache.pulsar.client.api.SubscriptionType;
 import org.apache.pulsar.client.api.TypedMessageBuilder;
+import org.apache.pulsar.client.impl.AutoClusterFailover;
 
 /**
  * pulsarlab's workload driver: one producer, one consumer or one storage reader per process, recording
@@ -121,8 +123,10 @@ public final class Driver {
         reporter.setDaemon(true);
         reporter.start();
         String mode = cfg.path("mode").asText();
-        ClientBuilder builder = PulsarClient.builder()
-                .serviceUrl(cfg.path("service_url").asText())
+        ServiceUrlProvider failover = failoverProvider(cfg.path("failover"));
+        ClientBuilder builder = (failover != null
+                ? PulsarClient.builder().serviceUrlProvider(failover)
+                : PulsarClient.builder().serviceUrl(cfg.path("service_url").asText()))
                 .operationTimeout(30, TimeUnit.SECONDS)
                 .connectionTimeout(5, TimeUnit.SECONDS)
                 .startingBackoffInterval(100, TimeUnit.MILLISECONDS)
@@ -138,6 +142,11 @@ public final class Driver {
                     .enableTlsHostnameVerification(true);
         }
         PulsarClient client = builder.build();
+        if (failover != null) {
+            Thread watcher = new Thread(() -> watchServiceUrl(failover), "service-url");
+            watcher.setDaemon(true);
+            watcher.start();
+        }
         try (Journal journal = new Journal(Path.of(cfg.path("journal").asText()))) {
             // Ctrl-C or SIGTERM: what was recorded so far reaches the disk before the JVM exits
             Runtime.getRuntime().addShutdownHook(new Thread(() -> {
@@ -185,6 +194,43 @@ public final class Driver {
         }
         stopping = true;
         draining = true;
+    }
+
+    /**
+     * The Java client's own cluster failover (PIP-121) when the config asks for it: the primary
+     * cluster first, the secondaries in order once the primary has not answered for the failover
+     * delay, back to the primary once it has answered for the switch-back delay.
+     */
+    static ServiceUrlProvider failoverProvider(JsonNode f) {
+        if (f == null || f.isMissingNode() || f.isNull()) {
+            return null;
+        }
+        java.util.List<String> secondary = new java.util.ArrayList<>();
+        f.path("secondary").forEach(u -> secondary.add(u.asText()));
+        return AutoClusterFailover.builder()
+                .primary(f.path("primary").asText())
+                .secondary(secondary)
+                .failoverDelay(f.path("failover_delay_ms").asLong(), TimeUnit.MILLISECONDS)
+                .switchBackDelay(f.path("switch_back_delay_ms").asLong(), TimeUnit.MILLISECONDS)
+                .checkInterval(f.path("check_interval_ms").asLong(), TimeUnit.MILLISECONDS)
+                .build();
+    }
+
+    /** Tell the parent each time the client switched clusters: "@switch EPOCH_NS URL". */
+    void watchServiceUrl(ServiceUrlProvider provider) {
+        String last = provider.getServiceUrl();
+        while (true) {
+            try {
+                Thread.sleep(20);
+            } catch (InterruptedException e) {
+                return;
+            }
+            String current = provider.getServiceUrl();
+            if (current != null && !current.equals(last)) {
+                say("@switch " + now() + " " + current);
+                last = current;
+            }
+        }
     }
 
     void report() {
