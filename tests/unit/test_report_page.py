@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pulsarlab.cli import app
-from pulsarlab.history.faults import FAULTS_FILE, FaultJournal, FaultRow
+from pulsarlab.history.faults import FAULTS_FILE, FaultJournal, FaultRow, NodeWindow
 from pulsarlab.report import load, render
 from pulsarlab.report.aggregate import aggregate
 from tests import report_runs
@@ -165,3 +165,16 @@ def test_several_directories_are_one_history_and_need_their_own_verdict(tmp_path
     result = runner.invoke(app, ["report", str(a), str(b), "--verdict", str(verdict)])
     assert result.exit_code == 0 and result.stdout.strip() == str(a / "report.html")
     assert "verdict: PASS" in banner((a / "report.html").read_text())
+
+
+def test_a_rolling_fault_shows_each_node_window(tmp_path: Path) -> None:
+    run = report_runs.write_run(tmp_path / "run", faults=False)
+    at = report_runs.T0 + 2 * report_runs.NS
+    windows = (NodeWindow("bk1", at, at + 3 * report_runs.NS), NodeWindow("pulsar1", at + 4 * report_runs.NS,
+                                                                         at + int(6.5 * report_runs.NS)))
+    FaultJournal(run).append(FaultRow(0, "upgrade", ("4.0.8",), ("bk1", "pulsar1"), "applied", 1.0, at,
+                                      at + 7 * report_runs.NS, "ok", "upgraded 2 node(s)", parts=windows))
+    html = render(load(run))
+    table = re.search(r'<table class="windows">.*?</table>', html, re.S).group(0)
+    assert "upgrade 4.0.8" in table and table.count("<td>bk1</td>") == 1 and table.count("<td>pulsar1</td>") == 1
+    assert ">3.00<" in table and ">2.50<" in table
