@@ -275,17 +275,21 @@ class NodeRuntime(RecordedDeployment):
         return {c.name for c in todo}
 
     def wait_writable_bookies(self, cluster: str) -> None:
-        """Enough writable bookies for the cluster's ensemble are registered."""
+        """Every running bookie of the cluster is registered writable (and at least the ensemble's
+        number): a ledger created before some are would be placed without them; with region-aware
+        placement, a region whose bookies register late would get no copy of it."""
         need = self.topo.cluster(cluster).persistence.ensemble
         bookies = [b for b in self.topo.nodes_of(Role.BOOKIE, cluster) if self.alive(b.name)]
+        ids = {bookie_id(self.topo, b) for b in bookies}
         probe_node = bookies[0]
         addr = self.topo.address_of(probe_node)
         url = f"http://{addr}:{probe_node.port('http')}/api/v1/bookie/list_bookies?type=rw&print_hostnames=false"
-        with self.say.step(f"writable-{cluster}", f"cluster {cluster}: {need} writable bookies", "waiting", "registered"):
+        want = max(need, len(ids))
+        with self.say.step(f"writable-{cluster}", f"cluster {cluster}: {want} writable bookies", "waiting", "registered"):
             wait_for(
-                cluster, HttpOk(url, accept=lambda r: len(r.json()) >= need),
-                what=f"{need} writable bookies registered in cluster {cluster}", timeout=timeout("bookie"),
-                log_file=self.log_file(probe_node.name),
+                cluster, HttpOk(url, accept=lambda r: len(r.json()) >= need and ids <= set(r.json())),
+                what=f"every running bookie of cluster {cluster} ({', '.join(sorted(ids))}) registered writable, "
+                     f"at least {need}", timeout=timeout("bookie"), log_file=self.log_file(probe_node.name),
             )
 
     def up(
