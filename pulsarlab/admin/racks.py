@@ -20,9 +20,15 @@ from pulsarlab.errors import StateError
 ZK_TIMEOUT_S = 15.0
 
 
-def write_rack_maps(cluster: Endpoints) -> list[str]:
+def write_rack_maps(cluster: Endpoints, touch: bool = False) -> list[str]:
     """Set each cluster's ``<metadata root>/bookies`` to the topology's rack map where it differs;
-    returns the clusters written. The metadata initialisation leaves the node there, empty."""
+    returns the clusters written. The metadata initialisation leaves the node there, empty.
+
+    ``touch``: write it even where it holds the same map, so that every running broker re-reads it.
+    A broker resolves a bookie's rack when the bookie registers, from a copy of the map it only
+    completes for bookies already registered; a bookie that registered before the broker's copy
+    knew it is placed in a default region (seen: a fresh topic's ledger with both copies in eu on
+    the region-aware sync cluster). A changed map makes each broker resolve every bookie again."""
     topo = cluster.topo
     docs = {c.name: (f"{c.metadata_root}/bookies", rack_document(topo, c.name)) for c in topo.clusters}
     docs = {name: d for name, d in docs.items() if d[1]}
@@ -39,7 +45,7 @@ def write_rack_maps(cluster: Endpoints) -> list[str]:
         for name, (path, doc) in docs.items():
             data = json.dumps(doc, separators=(",", ":")).encode()
             current = zk.get(path)[0] if zk.exists(path) else None
-            if current is not None and current.strip() and json.loads(current) == doc:
+            if not touch and current is not None and current.strip() and json.loads(current) == doc:
                 continue
             if current is None:
                 zk.create(path, data, makepath=True)

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import yaml
 
+from pulsarlab.admin.commands import rack_document
+from pulsarlab.admin.racks import write_rack_maps
 from pulsarlab.deployment import NodeControl, UpResult
 from pulsarlab.errors import NodeStartError, PortInUseError, ProcessFailedError, StateError
 from pulsarlab.render import NodeDirs, node_dirs
@@ -196,6 +198,7 @@ class NodeRuntime(RecordedDeployment):
                 bookies_ready.result()
             for c in dict.fromkeys(n.cluster for n in bookies if n.cluster is not None):  # a bookie always has one
                 self.wait_writable_bookies(c)
+            self.rack_map_reread()
             brokers = [n for n in brokers if n not in early]
         if not brokers:
             return
@@ -273,6 +276,16 @@ class NodeRuntime(RecordedDeployment):
         self.state.initialized = sorted({*self.state.initialized, *(c.name for c in todo)})
         self.state.save(self.state_dir)
         return {c.name for c in todo}
+
+    def rack_map_reread(self) -> None:
+        """Once bookies have registered: have every running broker resolve every bookie's rack again
+        (see :func:`pulsarlab.admin.racks.write_rack_maps`), when the topology places by rack or region."""
+        if not any(rack_document(self.topo, c.name) for c in self.topo.clusters):
+            return  # no rack map: nothing to resolve
+        if not any(n.role == Role.BROKER and self.alive(n.name) for n in self.topo.nodes):
+            return  # a broker that starts later reads the map whole
+        with self.say.step("racks-reread", "rack map re-read by the brokers", "writing", "written"):
+            write_rack_maps(self, touch=True)
 
     def wait_writable_bookies(self, cluster: str) -> None:
         """Every running bookie of the cluster is registered writable (and at least the ensemble's
