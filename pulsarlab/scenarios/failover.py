@@ -25,10 +25,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from pulsarlab.history import SCHEMA, part_files
 from pulsarlab.history.faults import APPLIED, HEALED, read_faults
+from pulsarlab.scenarios.rto import read_columns
 
 COLUMNS = ("op", "type", "producer", "consumer", "seq", "cluster", "served_by", "topic", "ts", "read_index")
 
@@ -56,21 +55,18 @@ class Failover:
         return self.loss_ns is not None and bool(self.clients)
 
     def max_failover_s(self) -> float | None:
-        values = [c.failover_s for c in self.clients]
-        return None if not values or any(v is None for v in values) else max(v for v in values if v is not None)
+        return _worst([c.failover_s for c in self.clients])
 
     def max_switch_back_s(self) -> float | None:
-        values = [c.switch_back_s for c in self.clients]
-        return None if not values or any(v is None for v in values) else max(v for v in values if v is not None)
+        return _worst([c.switch_back_s for c in self.clients])
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "max_failover_s": self.max_failover_s(), "max_switch_back_s": self.max_switch_back_s()}
 
 
-def read_events(directory: str | Path) -> pa.Table:
-    schema = pa.schema([SCHEMA.field(c) for c in COLUMNS])
-    tables = [pq.read_table(p, columns=list(COLUMNS), schema=SCHEMA).select(list(COLUMNS)) for p in part_files(directory)]
-    return pa.concat_tables(tables) if tables else schema.empty_table()
+def _worst(values: list[float | None]) -> float | None:
+    """The largest figure; None when there is none, or a client never got one."""
+    return None if not values or any(v is None for v in values) else max(v for v in values if v is not None)
 
 
 def _first_after(ts: np.ndarray, mask: np.ndarray, after: int | None) -> float | None:
@@ -139,4 +135,4 @@ def failover_of_run(directory: str | Path) -> Failover:
     faults = [r for r in read_faults(directory) or [] if r.ok]
     loss = next((r for r in faults if r.phase == APPLIED), None)
     back = next((r for r in faults if r.phase == HEALED and loss is not None and r.ts >= loss.ts), None)
-    return compute(read_events(directory), loss.from_ts if loss else None, back.from_ts if back else None)
+    return compute(read_columns(directory, COLUMNS), loss.from_ts if loss else None, back.from_ts if back else None)

@@ -99,11 +99,16 @@ def _r(v: float | None) -> float | None:
     return None if v is None else round(v, 3)
 
 
+def read_columns(directory: str | Path, columns: tuple[str, ...]) -> pa.Table:
+    """These columns of every event of a history, from its Parquet parts (older parts: nulls)."""
+    schema = pa.schema([SCHEMA.field(c) for c in columns])
+    tables = [pq.read_table(p, columns=list(columns), schema=SCHEMA).select(list(columns)) for p in part_files(directory)]
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
 def read_sends(directory: str | Path) -> pa.Table:
     """The send events of a history (op, type, producer, seq, ts), from its Parquet parts."""
-    schema = pa.schema([SCHEMA.field(c) for c in COLUMNS])
-    tables = [pq.read_table(p, columns=list(COLUMNS), schema=SCHEMA).select(list(COLUMNS)) for p in part_files(directory)]
-    table = pa.concat_tables(tables) if tables else schema.empty_table()
+    table = read_columns(directory, COLUMNS)
     return table.filter(pc.equal(table["op"], "send"))
 
 
