@@ -213,7 +213,8 @@ def down(
     keep_data: Annotated[bool, typer.Option("--keep-data", help="keep ZooKeeper and bookie data")] = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Stop every node by pid; wipe the data unless --keep-data. Nothing running is not an error (exit 0)."""
+    """Stop every node by pid and wipe the data (nodes killed at once: nothing is kept), or with
+    --keep-data stop each gracefully and keep it. Nothing running is not an error (exit 0)."""
     with reporter(err, quiet) as progress:
         done = ops.down(state_dir, keep_data, say=progress)
     if done is None:

@@ -426,12 +426,17 @@ class NodeRuntime(RecordedDeployment):
             raise StateError(f"node {name} is not running")
 
     def down(self, keep_data: bool = False) -> list[str]:
-        """Stop every node (brokers, then bookies, then ZooKeeper); wipe data unless kept."""
+        """Stop every node (brokers, then bookies, then ZooKeeper); wipe data unless kept. Data
+        kept: each node stops gracefully (SIGTERM). Data wiped: nothing a graceful stop protects
+        survives it, so a node is killed at once unless :meth:`exits_cleanly_on_down` says it must
+        exit by itself (a graceful stop would only wait: a bookie that is not its cluster's
+        auditor spends 10 s in the close of its auto-recovery, waiting for an election it lost)."""
         stopped = []
         for role in reversed(TIERS):
             names = [n.name for n in self.topo.nodes_of(role) if self.alive(n.name)]
             with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
-                for f in [pool.submit(self._stop_shown, name) for name in names]:
+                kill = {name: not keep_data and not self.exits_cleanly_on_down(name) for name in names}
+                for f in [pool.submit(self._stop_shown, name, kill[name]) for name in names]:
                     f.result()
             stopped += names
         self.forget([n.name for n in self.topo.nodes])
@@ -450,9 +455,13 @@ class NodeRuntime(RecordedDeployment):
             ClusterState.path(self.state_dir).unlink(missing_ok=True)
         return stopped
 
-    def _stop_shown(self, name: str) -> None:
-        with self.say.step(name, name, "stopping", "stopped"):
-            self.stop_process(name, False)
+    def exits_cleanly_on_down(self, name: str) -> bool:
+        """Whether ``down`` must stop this node gracefully even though its data is wiped next."""
+        return False
+
+    def _stop_shown(self, name: str, kill: bool = False) -> None:
+        with self.say.step(name, name, "killing" if kill else "stopping", "stopped"):
+            self.stop_process(name, kill)
 
 def _identity(topology: object) -> object:
     """What makes a recorded topology the same deployment: all but its Pulsar release (``upgrade``
