@@ -1,6 +1,6 @@
 """Shared test plumbing: the modules that share a deployment form one group, run one test after the
-other on one cluster; the groups run longest first. With ``-n N`` (pytest-xdist) each worker has an
-address lane of its own and runs a group whole. Each tier's wall time (and each worker's busy time)
+other on one cluster; the groups run longest first. With ``-n N`` (pytest-xdist; ``-n 2`` by
+default) each worker has an address lane of its own and runs a group whole. Each tier's wall time (and each worker's busy time)
 is printed at the end. One real cluster at a time per process, always taken down."""
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ _counts: dict[str, int] = {}
 _busy: dict[str, float] = {}
 _module_s: dict[str, float] = {}  # setup + call + teardown seconds of each module's tests
 _module_cpu: dict[str, float] = {}  # busy CPU seconds of the machine (all cores) meanwhile
+CPU_PROPERTY = "pulsarlab_machine_cpu_s"
 
 
 def _lane() -> None:
@@ -56,6 +57,10 @@ def _lane() -> None:
 
 
 _lane()
+# two clusters share the cores when tests run on several workers: every wait of pulsarlab's gets
+# twice its bound (a wait ends as soon as its condition holds, so a passing run is not slower)
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    os.environ.setdefault("PULSARLAB_TIMEOUT_SCALE", "2")
 # the clusters the tests start are noted for `pulsarlab ls` in a folder of the run's own, not the
 # user's (subprocesses inherit it)
 os.environ.setdefault("PULSARLAB_KNOWN_CLUSTERS", tempfile.mkdtemp(prefix="pulsarlab-known-"))
@@ -129,6 +134,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     span[0], span[1] = min(span[0], report.start), max(span[1], report.stop)
     module = report.nodeid.split("::")[0]
     _module_s[module] = _module_s.get(module, 0.0) + report.duration
+    # measured where the test ran (a worker's user_properties travel with its report)
+    _module_cpu[module] = _module_cpu.get(module, 0.0) + sum(v for k, v in report.user_properties if k == CPU_PROPERTY)
     if report.when == "teardown":
         _counts[tier] = _counts.get(tier, 0) + 1
     node = getattr(report, "node", None)
@@ -142,13 +149,23 @@ def _busy_cpu_s() -> float:
 
 
 @pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    # the machine's busy CPU seconds during each phase of each test (setup, call, teardown): on 2
+    # cores the suite is CPU-bound, so this (not wall time) says what a change can save. With
+    # several workers it counts what the others ran meanwhile too.
+    outcome = yield
+    now = _busy_cpu_s()
+    before = getattr(item, "_pulsarlab_cpu_mark", None)
+    item._pulsarlab_cpu_mark = now  # type: ignore[attr-defined]
+    if before is None:  # setup: from the protocol's start
+        before = getattr(item, "_pulsarlab_cpu_start", now)
+    outcome.get_result().user_properties.append((CPU_PROPERTY, now - before))
+
+
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
-    # the machine's busy CPU seconds while each test ran, fixtures' setup and teardown included:
-    # on 2 cores the suite is CPU-bound, so this (not wall time) says what a change can save
-    before = _busy_cpu_s()
+    item._pulsarlab_cpu_start = _busy_cpu_s()  # type: ignore[attr-defined]
     yield
-    module = item.nodeid.split("::")[0]
-    _module_cpu[module] = _module_cpu.get(module, 0.0) + _busy_cpu_s() - before
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
