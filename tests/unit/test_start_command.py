@@ -1,6 +1,6 @@
 """Role -> the distribution's start command, decided by ``Role.start_command``: the docker
 runtime's services, the plain compose files and the Ansible inventory (whose value the playbooks'
-``pulsar-daemon start`` and systemd unit use) start the same command for a role."""
+background start and systemd unit use) start the same command for a role."""
 
 from __future__ import annotations
 
@@ -36,4 +36,4 @@ def test_the_playbooks_take_the_command_from_the_inventory() -> None:
     defaults = yaml.safe_load((REPO / "playbooks/roles/pulsar_node/defaults/main.yml").read_text())
     assert "pulsar_node_command" not in defaults  # a default would be a second, silent answer
     launch = (REPO / "playbooks/roles/pulsar_node/tasks/launch.yml").read_text()
-    assert "bin/pulsar-daemon start {{ pulsar_node_command }}" in launch
+    assert "nohup bin/pulsar {{ pulsar_node_command }} " in launch
