@@ -3,12 +3,16 @@
 came back, and what asynchronous replication had not carried over when they moved.
 
 The history says which cluster served each event (``served_by``: the driver reports every switch;
-see :func:`pulsarlab.history.journal.write_meta`). The loss is the run's first fault that did damage, the
-return the first healing fault after it, each from when it took effect (``FaultRow.from_ts``).
+see :func:`pulsarlab.history.journal.write_meta`). The loss is the run's first fault that did damage,
+from when it took effect (``FaultRow.from_ts``); the return is the first healing fault after it,
+from when it began: a ``start`` returns once every node it starts is ready, and clients come back
+as soon as one broker serves (seen: a producer back on eu 5 s before the start of eu's four nodes
+returned, on a loaded machine), so its end would leave their switch back uncounted.
 
 - ``failover_s`` per client: from the loss to its first ack (producer) or delivery (consumer) on a
   cluster other than its own;
-- ``switch_back_s``: from the return to its first ack or delivery on its own cluster again;
+- ``switch_back_s``: from the return to its first ack or delivery on its own cluster again: the
+  lost nodes' own restart, the client's probe and its switch-back delay;
 - ``async_rpo``: messages acknowledged on the lost cluster before the loss that the other cluster
   did not hold when the clients moved to it: missing from its storage, or stored there only after
   the first message the moved producers wrote to it directly (the log of a topic on a cluster is
@@ -135,4 +139,4 @@ def failover_of_run(directory: str | Path) -> Failover:
     faults = [r for r in read_faults(directory) or [] if r.ok]
     loss = next((r for r in faults if r.phase == APPLIED), None)
     back = next((r for r in faults if r.phase == HEALED and loss is not None and r.ts >= loss.ts), None)
-    return compute(read_columns(directory, COLUMNS), loss.from_ts if loss else None, back.from_ts if back else None)
+    return compute(read_columns(directory, COLUMNS), loss.from_ts if loss else None, back.ts if back else None)

@@ -184,7 +184,7 @@ def test_clients_fail_over_to_us_when_eu_is_lost_and_come_back(geo: LocalCluster
     assert set(by_client) == {"p0", "c0"}
     for c in by_client.values():  # both the producer and the consumer moved, to us only, and came back
         assert c["home"] == EU and c["moved_to"] == [US], c
-        assert 0 < c["failover_s"] < 20 and 0 < c["switch_back_s"] < 40, c
+        assert 0 < c["failover_s"] < 20 and 10 < c["switch_back_s"] < 60, c  # eu's start, then the 10 s delay
     # the client moves once eu has failed its probe for failover_delay_ms (3 s): not before
     assert by_client["p0"]["failover_s"] >= 3.0
     assert fo["lost_cluster"] == EU and fo["async_rpo"] is not None and fo["acked_before_loss"] > 500
