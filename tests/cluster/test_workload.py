@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pytest
 from typer.testing import CliRunner
 
-from pulsarlab import ops
+from pulsarlab import ops, timeouts
 from pulsarlab.cli import app
 from pulsarlab.history import read_history
 from pulsarlab.history.manifest import read_manifest
@@ -103,7 +103,7 @@ def test_workload_history_verifies_clean(smoke: LocalCluster, tmp_path: Path) ->
 
 def test_a_killed_producer_keeps_what_it_had_recorded(smoke: LocalCluster, tmp_path: Path) -> None:
     """SIGKILL a producer driver mid-run: its journal is salvaged into a part with at most the last
-    half second of events missing, and every acknowledged send in it names its message id."""
+    flush (half a second, later on a loaded machine) of events missing, and every acknowledged send in it names its message id."""
     dist = smoke.distribution()
     topic = "persistent://smoke/test/wl-killed"
     config = {"service_url": smoke.topo.service_url("smoke"), "topic": topic, "producer_name": "killed-p0", "rate": 2000,
@@ -127,7 +127,9 @@ def test_a_killed_producer_keeps_what_it_had_recorded(smoke: LocalCluster, tmp_p
     history = read_history(tmp_path)
     ok = history.filter(pc.equal(history.column("type"), "ok"))
     invoked = history.filter(pc.equal(history.column("type"), "invoke")).column("seq").to_pylist()
-    assert acked_before_kill - 1500 <= ok.num_rows  # 2000 msg/s, flushed every 0.5 s
+    # 2000 msg/s, flushed every 0.5 s: 1000 acks a flush, and one more in flight; a loaded machine
+    # (the timeout scale, 2 with two test workers) flushes that much later (seen: 1536 of > 3000)
+    assert acked_before_kill - 1500 * timeouts.scale() <= ok.num_rows, (acked_before_kill, ok.num_rows)
     assert invoked == list(range(len(invoked)))
     assert set(ok.column("seq").to_pylist()) <= set(invoked)
     assert ok.column("message_id").null_count == 0
