@@ -184,7 +184,7 @@ def test_clients_fail_over_to_us_when_eu_is_lost_and_come_back(geo: LocalCluster
     assert set(by_client) == {"p0", "c0"}
     for c in by_client.values():  # both the producer and the consumer moved, to us only, and came back
         assert c["home"] == EU and c["moved_to"] == [US], c
-        assert 0 < c["failover_s"] < 20 and 10 < c["switch_back_s"] < 60, c  # eu's start, then the 10 s delay
+        assert 0 < c["failover_s"] < 20 and 10 < c["switch_back_s"] < 120, c  # eu's start, then the 10 s delay
     # the client moves once eu has failed its probe for failover_delay_ms (3 s): not before
     assert by_client["p0"]["failover_s"] >= 3.0
     assert fo["lost_cluster"] == EU and fo["async_rpo"] is not None and fo["acked_before_loss"] > 500
@@ -201,8 +201,10 @@ def test_clients_fail_over_to_us_when_eu_is_lost_and_come_back(geo: LocalCluster
     twice = json.loads((tmp_path / "geo-client-failover" / "verdict.json").read_text())
     examples = next(c for c in twice["checks"] if c["name"] == "duplicated_in_storage").get("examples", [])
     assert all(any(0 <= e["seq"] - s < 100 for s in switched) for e in examples), (examples, switched)
-    # an order broken only where the clients came back to: eu, a message sent on us read on eu after
-    # one sent on eu again (the replicator still carrying its backlog when they switched back)
+    # an order broken only by replication's backlog: a message acknowledged on one cluster, read on
+    # the other after messages written there directly (us's backlog reaching eu once the clients are
+    # back, or what eu had not carried to us before the loss reaching us once eu returns)
     broken = next(c for c in twice["checks"] if c["name"] == "order_violations_producer").get("examples", [])
-    assert all(e["cluster"] == EU and switched[0] <= e["seq"] < switched[-1] <= e["prev_seq"] for e in broken), (broken, switched)
+    acked_on = {a["seq"]: a["cluster"] for a in acked}
+    assert all(e["cluster"] != acked_on.get(e["seq"], e["cluster"]) for e in broken), (broken, switched)
     assert all(geo.alive(n.name) for n in geo.topo.nodes)  # the scenario started eu again
