@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pulsarlab import timeouts
 from pulsarlab.deployment import Upgradable
 from pulsarlab.distribution import Distribution
 from pulsarlab.errors import CheckFailed, NodeStartError
@@ -152,15 +153,17 @@ class NodeUpgrade:
     def _replicated(self, node: Node) -> None:
         gate = node_script("wait_replicated")
         base = bookie_url(self.cluster, node)
-        deadline = time.monotonic() + self.order.underreplicated_timeout_s
+        limit = self.order.underreplicated_timeout_s * timeouts.scale()  # PULSARLAB_TIMEOUT_SCALE, as every wait
+        deadline = time.monotonic() + limit
         while True:
             listed = gate.listed(base)
-            at_risk, _ = gate.split(listed, {i: gate.metadata(base, i) for i in listed})
+            meta = {i: gate.metadata(base, i) for i in listed}
+            at_risk, _ = gate.split(listed, meta)
             if not at_risk:
                 return
             if time.monotonic() > deadline:
-                raise CheckFailed(f"after {node.name}: ledger(s) {', '.join(map(str, at_risk))} still under-replicated "
-                                  f"after {self.order.underreplicated_timeout_s} s")
+                raise CheckFailed(f"after {node.name}: ledger(s) still under-replicated after {limit:.0f} s: "
+                                  f"{gate.describe(at_risk, meta)}")
             time.sleep(gate.POLL_S)
 
     def _unload(self, node: Node) -> None:

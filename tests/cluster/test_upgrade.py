@@ -58,7 +58,8 @@ def scenario(name: str, cluster: NodeControl, out: Path) -> dict:
     print(json.dumps({k: verdict.get(k) for k in ("status", "rpo", "checks", "faults")}, indent=1)[:3000])
     for stall in verdict["rto"]["stalls"]:
         print(f"{name} {stall['node']}: away {stall['away_s']:.1f}s, longest without ack {stall['longest_without_ack_s']}s")
-    assert result.exit_code == 0 and verdict["status"] == "pass", json.dumps(verdict["expectations"], indent=1)
+    assert result.exit_code == 0 and verdict["status"] == "pass", json.dumps(
+        {k: verdict.get(k) for k in ("reasons", "expectations", "faults")}, indent=1)
     return verdict
 
 

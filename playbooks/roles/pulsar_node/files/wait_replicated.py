@@ -40,6 +40,13 @@ def ensembles(meta: dict[str, Any]) -> str:
     return "; ".join(parts) or "no ensemble"
 
 
+def describe(ledgers: list[int], metadata: dict[int, dict[str, Any] | None]) -> str:
+    """``ID (closed|open, last entry N; from entry 0: bookie, bookie) | ...`` of listed ledgers."""
+    return " | ".join(
+        f"{i} ({'closed' if (metadata.get(i) or {}).get('closed') else 'open'}, last entry "
+        f"{(metadata.get(i) or {}).get('lastEntryId', '?')}; {ensembles(metadata.get(i) or {})})" for i in ledgers)
+
+
 def split(listed: list[int], metadata: dict[int, dict[str, Any] | None]) -> tuple[list[int], list[int]]:
     """(ledgers still at risk, ledgers marked that hold nothing). A ledger whose metadata could not
     be read stays at risk (a deleted one drops off the list by itself)."""
@@ -97,9 +104,7 @@ def main(base: str, timeout: float) -> int:
             if error is not None:
                 print(f"could not read the under-replicated ledgers from {base} for {timeout:.0f} s: {error}")
             else:
-                print(f"ledgers still under-replicated after {timeout:.0f} s: " + " | ".join(
-                    f"{i} ({'closed' if (meta.get(i) or {}).get('closed') else 'open'}, last entry "
-                    f"{(meta.get(i) or {}).get('lastEntryId', '?')}; {ensembles(meta.get(i) or {})})" for i in at_risk))
+                print(f"ledgers still under-replicated after {timeout:.0f} s: " + describe(at_risk, meta))
             return 1
         time.sleep(POLL_S)
 
