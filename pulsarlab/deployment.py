@@ -195,6 +195,11 @@ class HostFilters(Protocol):
 class Upgradable(NodeControl, Protocol):
     """A deployment whose runtime can move one node to another Pulsar release (``pulsarlab upgrade``)."""
 
+    def stage_release(self, dist: Distribution) -> None:
+        """Make ``dist`` ready to start nodes from, before any node stops (the docker runtime builds
+        its image); one clear error when it cannot."""
+        ...
+
     def place_node(self, name: str, dist: Distribution) -> None:
         """Have the stopped node start from ``dist`` from now on (its files written anew over that
         distribution's own ``conf/``)."""

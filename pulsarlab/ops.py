@@ -606,7 +606,7 @@ def upgrade(state_dir: Path | None, to: str, say: Say = _quiet, between=None):
     cluster = open_control(state_dir, "upgrade", say)
     if not isinstance(cluster, Upgradable):
         raise UsageError(f"cannot upgrade on the {cluster.runtime} runtime from here: pulsarlab upgrades local "
-                         "deployments; hosts are upgraded by playbooks/upgrade.yml (docs/runbooks/upgrade.md)")
+                         "and docker deployments; hosts are upgraded by playbooks/upgrade.yml (docs/runbooks/upgrade.md)")
     try:
         dist = distribution.resolve(version=to, progress=reporter_of(say))
     except PulsarlabError as exc:

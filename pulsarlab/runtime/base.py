@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import abc
 import errno
+import functools
 import socket
 import time
 from collections.abc import Callable
@@ -24,6 +25,7 @@ import yaml
 from pulsarlab.admin.commands import rack_document
 from pulsarlab.admin.racks import write_rack_maps
 from pulsarlab.deployment import NodeControl, UpResult
+from pulsarlab.distribution import Distribution, resolve
 from pulsarlab.errors import NodeStartError, PortInUseError, ProcessFailedError, StateError
 from pulsarlab.render import NodeDirs, node_dirs
 from pulsarlab.runtime import cgroup
@@ -92,6 +94,42 @@ class NodeRuntime(RecordedDeployment):
     def teardown(self, keep_data: bool) -> None:
         """After every node stopped in ``down``: remove what the runtime created besides the nodes."""
         return
+
+    # ----- versions: which distribution each node starts from (an upgrade moves them one by one) ---
+    def node_distribution(self, name: str) -> Distribution:
+        """The distribution the node starts from: its own since an upgrade moved it, else the deployment's."""
+        home = self.state.node_distributions.get(name) or self.state.distribution
+        if not home or (self.dist is not None and str(self.dist.home) == home):
+            return self.distribution()
+        return _resolved(home)  # an upgrade moved it (or the deployment) since this handle resolved its own
+
+    def stage_release(self, dist: Distribution) -> None:
+        """Nothing to do before an upgrade stops a node: a resolved distribution is a folder here."""
+        return
+
+    def record_version(self, version: str, dist: Distribution | None, done: bool) -> None:
+        """An upgrade to ``version`` under way (``done`` False), or complete: ``dist`` is then the
+        deployment's distribution and no node has one of its own."""
+        def change(state: ClusterState) -> None:
+            if done and dist is not None:
+                state.distribution, state.version, state.node_distributions, state.upgrading_to = (
+                    str(dist.home), dist.version, {}, "")
+            else:
+                state.upgrading_to = version
+
+        self._change_state(change)
+        if done and dist is not None:
+            self.dist = dist
+
+    def _change_state(self, change: Callable[[ClusterState], object]) -> None:
+        """Apply ``change`` to the state as saved now and save it: another handle (an upgrade, a
+        CLI command) may have recorded nodes it started since this one loaded it."""
+        with self._lock:
+            saved = ClusterState.load(self.state_dir)
+            if saved is not None:
+                self.state = saved
+            change(self.state)
+            self.state.save(self.state_dir)
 
     # ----- paths and logs ---------------------------------------------------------------------
     def dirs(self, node: Node) -> NodeDirs:
@@ -478,3 +516,8 @@ def _bind_error(addr: str, port: int) -> OSError | None:
         except OSError as exc:
             return exc
     return None
+
+
+@functools.cache
+def _resolved(home: str) -> Distribution:
+    return resolve(home)

@@ -7,18 +7,16 @@ processes are ever signalled. What all runtimes share (start order, readiness, u
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 
-from pulsarlab.distribution import Distribution, resolve
+from pulsarlab.distribution import Distribution
 from pulsarlab.errors import NodeStartError, ProcessFailedError
 from pulsarlab.render import render_node, write_topology
 from pulsarlab.runtime import cgroup
@@ -84,13 +82,6 @@ class LocalCluster(NodeRuntime):
         return node_recording(class_archives(self.node_distribution(node.name)), kind, node.name, self.state_dir)
 
     # ----- versions ----------------------------------------------------------------------------
-    def node_distribution(self, name: str) -> Distribution:
-        """The distribution the node starts from: its own since an upgrade moved it, else the deployment's."""
-        home = self.state.node_distributions.get(name) or self.state.distribution
-        if not home or (self.dist is not None and str(self.dist.home) == home):
-            return self.distribution()
-        return _resolved(home)  # an upgrade moved it (or the deployment) since this handle resolved its own
-
     def jvm_command_line(self, name: str) -> list[str] | None:
         rec = self.record(name)
         proc = rec.process() if rec is not None else None
@@ -103,18 +94,6 @@ class LocalCluster(NodeRuntime):
         node = self.topo.node(name)
         self._write_files(node, dist)
         self._change_state(lambda state: state.node_distributions.__setitem__(name, str(dist.home)))
-
-    def record_version(self, version: str, dist: Distribution | None, done: bool) -> None:
-        def change(state: ClusterState) -> None:
-            if done and dist is not None:
-                state.distribution, state.version, state.node_distributions, state.upgrading_to = (
-                    str(dist.home), dist.version, {}, "")
-            else:
-                state.upgrading_to = version
-
-        self._change_state(change)
-        if done and dist is not None:
-            self.dist = dist
 
     def pause_process(self, name: str, paused: bool) -> None:
         rec = self.record(name)
@@ -129,15 +108,6 @@ class LocalCluster(NodeRuntime):
             return
         self._change_state(lambda state: [state.nodes.pop(name, None) for name in names])
 
-    def _change_state(self, change: Callable[[ClusterState], object]) -> None:
-        """Apply ``change`` to the state as saved now and save it: another handle (an upgrade, a
-        CLI command) may have recorded nodes it started since this one loaded it."""
-        with self._lock:
-            saved = ClusterState.load(self.state_dir)
-            if saved is not None:
-                self.state = saved
-            change(self.state)
-            self.state.save(self.state_dir)
 
     def traffic_cgroup(self, name: str) -> str | None:
         """The node's own cgroup where nodes are started in one (as root), also while it is down
@@ -247,8 +217,3 @@ class LocalCluster(NodeRuntime):
                     class_archives(self.distribution()).settle("init", part, rc == 0)
         if rc != 0:
             raise ProcessFailedError(cmd, rc, log_tail(log_path, 40))
-
-
-@functools.cache
-def _resolved(home: str) -> Distribution:
-    return resolve(home)

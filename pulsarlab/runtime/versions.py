@@ -7,7 +7,7 @@
 - bookie: BookKeeper's HTTP admin and its metrics name no release (checked on Pulsar 4.0.6 and
   4.0.8, both with BookKeeper 4.17.2), so the bookie's JVM's own command line is read (``/proc``
   on this machine): the class path names the distribution's ``lib/``, whose pulsar-broker jar says
-  the release.
+  the release (in a container, that folder is read through the JVM's ``/proc/PID/root``).
 """
 
 from __future__ import annotations
@@ -62,24 +62,27 @@ def zookeeper(address: str, port: int) -> Reported:
                     f"ZooKeeper {own.group(1)}" if own else "srvr named no ZooKeeper release")
 
 
-def from_command_line(args: list[str] | None, source: str = BOOKIE_SOURCE) -> Reported:
-    """The release of the distribution a JVM's class path (``-cp``/``-classpath``) comes from."""
+def from_command_line(args: list[str] | None, source: str = BOOKIE_SOURCE, root: Path | None = None) -> Reported:
+    """The release of the distribution a JVM's class path (``-cp``/``-classpath``) comes from; its
+    paths are read under ``root`` (a container's JVM: ``/proc/PID/root``, its own file system)."""
     if not args:
         return Reported(None, source, "no process")
     for flag, value in zip(args, args[1:], strict=False):
         if flag in ("-cp", "-classpath", "--class-path"):
-            version = class_path_version(value)
+            version = class_path_version(value, root)
             if version is not None:
                 return Reported(version, source)
     return Reported(None, source, "no Pulsar distribution on its class path")
 
 
-def class_path_version(class_path: str) -> str | None:
+def class_path_version(class_path: str, root: Path | None = None) -> str | None:
     """The Pulsar release of the first class-path entry that is (or lies in) a distribution's ``lib/``."""
     for entry in class_path.split(":"):
         if found := BROKER_JAR.search(entry):
             return found.group(1)
         folder = Path(entry.removesuffix("*").rstrip("/"))
+        if root is not None and folder.is_absolute():
+            folder = root / folder.relative_to("/")
         if folder.name == "lib" and folder.is_dir():
             for jar in folder.glob("org.apache.pulsar-pulsar-broker-*.jar"):
                 if found := BROKER_JAR.fullmatch(jar.name):

@@ -28,14 +28,19 @@ def _release(args: tuple[str, ...]) -> str:
 
 def validate(cluster: Endpoints, args: tuple[str, ...]) -> None:
     """The release is named well; on a running deployment (before the schedule starts) the runtime
-    can move nodes and the release is resolved now (downloaded if it is not cached), not mid-run."""
+    can move nodes and the release is resolved now (downloaded if it is not cached, and the docker
+    runtime's image built), not mid-run."""
     version = _release(args)
     if not isinstance(cluster, Upgradable):
         raise ValueError(f"the {cluster.runtime} runtime cannot move a node to another release from here")
     try:
-        distribution.resolve(version=version)
+        dist = distribution.resolve(version=version)
     except PulsarlabError as exc:
         raise ValueError(f"{version}: no such release can be resolved ({str(exc).splitlines()[0]})") from None
+    try:
+        cluster.stage_release(dist)  # the docker runtime's image, built now rather than mid-run
+    except PulsarlabError as exc:
+        raise ValueError(f"{version}: {str(exc).splitlines()[0]}") from None
 
 
 def run(cluster: NodeControl, args: tuple[str, ...]) -> Done:

@@ -195,6 +195,8 @@ def upgrade(cluster: Upgradable, dist: Distribution, say: Reporter,
     target = dist.version
     reported = check_before(cluster, order)
     steps = plan(order, cluster.topo, reported, target)
+    if any(step.action != "keep" for step in steps):
+        cluster.stage_release(dist)
     done: list[Moved] = []
     cluster.record_version(target, None, done=False)
     mover = NodeUpgrade(cluster, order, dist, say)

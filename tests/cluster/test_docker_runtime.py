@@ -20,12 +20,15 @@ import requests
 from typer.testing import CliRunner
 
 from pulsarlab.cli import app
+from pulsarlab.distribution import DEFAULT_VERSION
+from pulsarlab.runtime.docker import image
 from pulsarlab.runtime.docker.cluster import DockerCluster
 from tests.cluster.conftest import docker_deployment, without_own_image
 from tests.cluster.test_secure import REFUSED
-from tests.cluster.test_smoke import assert_exactly_once
+from tests.cluster.test_smoke import assert_exactly_once, consume_all, produce
 
 runner = CliRunner()
+OLD = "4.0.6"  # the rollback's release (the deployment runs the default, 4.0.8)
 
 
 UP_SAID: list[str] = []
@@ -104,6 +107,37 @@ def test_containers_serve_tls_only_and_refuse_a_client_without_a_token(docker_sm
 
 def test_thousand_messages_arrive_exactly_once(docker_smoke: DockerCluster) -> None:
     assert_exactly_once(docker_smoke, f"persistent://smoke/test/docker-once-{uuid.uuid4().hex[:8]}", 1000, "m")
+
+
+def test_a_rollback_moves_one_container_at_a_time_onto_the_older_release_and_keeps_the_data(
+        docker_smoke: DockerCluster) -> None:
+    """``pulsarlab upgrade --to 4.0.6`` (a rollback is the same path as an upgrade): pulsarlab's
+    image of 4.0.6 is built before any node stops, then each container is recreated on it, one at
+    a time in Pulsar's order, with its data volume; every node reports 4.0.6 itself (the bookies
+    from the class path inside their containers); what was acknowledged before is read after, and
+    a second run restarts nothing."""
+    state = str(docker_smoke.state_dir)
+    names = [n.name for n in docker_smoke.topo.nodes]
+    assert {n["name"]: n["version"] for n in json.loads(cli("status", "--json", "--state-dir", state))["nodes"]} == dict.fromkeys(
+        names, DEFAULT_VERSION)
+    topic = f"persistent://smoke/test/docker-rollback-{uuid.uuid4().hex[:8]}"
+    sent = produce(docker_smoke, topic, 300, "r")
+    before = {n: docker_smoke.process_info(n)[0] for n in names}
+
+    result = json.loads(cli("upgrade", "--to", OLD, "--state-dir", state, "--json"))
+    assert [(n["node"], n["action"]) for n in result["nodes"]] == [(n, "moved") for n in ("zk", "bk1", "bk2", "bk3", "pulsar1")]
+    status = json.loads(cli("status", "--json", "--state-dir", state))
+    assert {n["name"]: (n["version"], n["ready"]) for n in status["nodes"]} == dict.fromkeys(names, (OLD, True))
+    assert status["pulsar_version"] == OLD
+    for name in names:  # a new container, on the older release's image, the same data volume
+        c = docker_smoke.docker.container.inspect(docker_smoke.container_name(name))
+        assert c.config.image == image.default_tag(OLD) and c.state.pid != before[name], (name, c.config.image)
+    assert sorted(consume_all(docker_smoke, topic, len(sent))) == sorted(sent)
+
+    moved = {n["name"]: n["pid"] for n in status["nodes"]}
+    again = json.loads(cli("upgrade", "--to", OLD, "--state-dir", state, "--json"))
+    assert {n["action"] for n in again["nodes"]} == {"kept"}
+    assert {n["name"]: n["pid"] for n in json.loads(cli("status", "--json", "--state-dir", state))["nodes"]} == moved
 
 
 def test_killed_bookie_container_keeps_producing_and_rejoins(docker_smoke: DockerCluster) -> None:

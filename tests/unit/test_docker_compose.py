@@ -32,6 +32,16 @@ def test_one_service_per_node_named_as_the_topology(tmp_path: Path) -> None:
     assert set(doc["volumes"]) == {f"data-{n}" for n in nodes}
 
 
+def test_a_node_an_upgrade_moved_runs_its_own_image_and_the_others_the_deployments(tmp_path: Path) -> None:
+    topo = load("smoke")
+    compose.render_compose(topo, tmp_path, "pulsarlab/pulsar:4.0.8", node_images={"zk": "pulsarlab/pulsar:4.0.6"})
+    doc = yaml.safe_load((tmp_path / compose.COMPOSE_FILE).read_text())
+    images = {name: svc["image"] for name, svc in doc["services"].items()}
+    assert images == {"zk": "pulsarlab/pulsar:4.0.6", "bk1": "pulsarlab/pulsar:4.0.8", "bk2": "pulsarlab/pulsar:4.0.8",
+                      "bk3": "pulsarlab/pulsar:4.0.8", "pulsar1": "pulsarlab/pulsar:4.0.8",
+                      compose.INIT_SERVICE: "pulsarlab/pulsar:4.0.8"}
+
+
 def test_each_node_mounts_its_own_rendered_conf_read_only(tmp_path: Path) -> None:
     topo = load("smoke")
     doc = rendered("smoke", tmp_path)

@@ -25,7 +25,7 @@ def test_each_role_starts_its_own_command() -> None:
 def test_every_runtime_starts_a_node_with_its_roles_command(role: Role, tmp_path: Path) -> None:
     topo = load("sync")
     node = topo.nodes_of(role)[0]
-    docker = next(s for s in compose.services(topo, tmp_path, "p") if s.name == node.name)
+    docker = next(s for s in compose.services(topo, tmp_path, "p", "img:1") if s.name == node.name)
     assert docker.command[-1].startswith(f"exec bin/pulsar {role.start_command} >>")
     plain = compose_files.node_service(topo, node, {})
     assert plain.command[-1].endswith(f"exec bin/pulsar {role.start_command}")

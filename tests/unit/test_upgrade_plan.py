@@ -93,6 +93,13 @@ def test_versions_are_read_from_what_each_node_reports(tmp_path: Path) -> None:
     assert versions.from_command_line(args) == versions.Reported("4.0.6", versions.BOOKIE_SOURCE)
     assert versions.from_command_line(None).version is None
     assert versions.from_command_line(["java", "-cp", "/nowhere/*"]).version is None
+    # a container's JVM: its class path names its own /pulsar/lib, read under /proc/PID/root
+    image_root = tmp_path / "root"
+    (image_root / "pulsar" / "lib").mkdir(parents=True)
+    (image_root / "pulsar" / "lib" / "org.apache.pulsar-pulsar-broker-4.0.6.jar").touch()
+    inside = ["java", "-cp", "/pulsar/conf:::/pulsar/lib/*:", "org.apache.bookkeeper.server.Main"]
+    assert versions.from_command_line(inside, root=image_root).version == "4.0.6"
+    assert versions.from_command_line(inside).version is None  # not this machine's /pulsar
 
 
 def test_upgrade_to_something_that_is_no_release_is_a_usage_error_before_anything(tmp_path: Path) -> None:

@@ -12,18 +12,20 @@ import time
 from pathlib import Path
 from typing import Literal
 
+import psutil
 from python_on_whales import Container, DockerClient, DockerException
 
 from pulsarlab.deployment import Say, quiet
 from pulsarlab.distribution import Distribution
 from pulsarlab.errors import NodeStartError, ProcessFailedError, StateError
+from pulsarlab.runtime import versions
 from pulsarlab.runtime.base import NodeRuntime
 from pulsarlab.runtime.docker import compose, engine
 from pulsarlab.runtime.docker.image import default_tag, ensure_image
 from pulsarlab.runtime.state import read_record
 from pulsarlab.runtime.waits import log_tail
 from pulsarlab.timeouts import timeout
-from pulsarlab.topology import Node, Topology
+from pulsarlab.topology import Node, Role, Topology
 
 SETTINGS_FILE = "docker.json"
 
@@ -85,12 +87,77 @@ class DockerCluster(NodeRuntime):
         engine.require_image(self.image, self.docker)
 
     def prepare(self, nodes: list[Node]) -> None:
-        """The compose file and every node's configuration (after :meth:`before_start`)."""
+        """The compose file and every node's configuration (after :meth:`before_start`); a node an
+        upgrade stopped half-way moved keeps its own release (its image and files)."""
         self.image = self.image or default_tag(self.distribution().version)
-        compose.render_compose(self.topo, self.state_dir, self.image, self.distribution().conf, self.project)
-        (self.state_dir / SETTINGS_FILE).write_text(
-            json.dumps({"image": self.image, "host": self.host, "project": self.project}, indent=2))
+        moved = self.node_images()
+        compose.render_compose(self.topo, self.state_dir, self.image, self.distribution().conf, self.project, moved)
+        for name in moved:
+            compose.write_node_files(self.topo, self.state_dir, self.topo.node(name), self.node_distribution(name).conf)
+        self._save_settings(moved)
         self.say(f"compose project {self.project} ({self.image}, {self.compose_file})")
+
+    def node_images(self) -> dict[str, str]:
+        """The nodes that run another image than the deployment's: moved by an upgrade not finished."""
+        if not self.state.node_distributions:
+            return {}
+        return {k: v for k, v in (self._settings().get("node_images") or {}).items() if k in self.state.node_distributions}
+
+    def _save_settings(self, node_images: dict[str, str]) -> None:
+        (self.state_dir / SETTINGS_FILE).write_text(json.dumps(
+            {"image": self.image, "host": self.host, "project": self.project, "node_images": node_images}, indent=2))
+
+    # ----- versions: an upgrade moves one container at a time onto another release's image -------
+    def stage_release(self, dist: Distribution) -> None:
+        """pulsarlab's image of ``dist`` built now, before the upgrade stops any node (a build is
+        minutes on a fresh engine); refused when it is missing and building is off."""
+        tag = default_tag(dist.version)
+        if self.build:
+            with self.say.step("image", f"image {tag}", "building if missing", "ready"):
+                ensure_image(dist.version, dist.home, tag, self.host, say=self.say)
+        engine.require_image(tag, self.docker)
+
+    def place_node(self, name: str, dist: Distribution) -> None:
+        """The stopped node's service on pulsarlab's image of ``dist``, its files written over that
+        distribution's ``conf/``; its data volume stays. The next start recreates its container."""
+        node = self.topo.node(name)
+        self.stage_release(dist)  # a no-op when the upgrade staged it
+        compose.write_node_files(self.topo, self.state_dir, node, dist.conf)
+        self._change_state(lambda state: state.node_distributions.__setitem__(name, str(dist.home)))
+        moved = {**self.node_images(), name: default_tag(dist.version)}
+        compose.write_compose_file(self.topo, self.state_dir, self.image or default_tag(self.distribution().version),
+                                   self.project, moved)
+        self._save_settings(moved)
+
+    def record_version(self, version: str, dist: Distribution | None, done: bool) -> None:
+        super().record_version(version, dist, done)
+        if done and dist is not None:  # every node on it: its image is the deployment's now
+            self.image = default_tag(dist.version)
+            compose.write_compose_file(self.topo, self.state_dir, self.image, self.project)
+            self._save_settings({})
+
+    def reported_version(self, node: Node) -> versions.Reported:
+        """A bookie's release from its JVM's class path, read inside its container's file system."""
+        if node.role != Role.BOOKIE:
+            return super().reported_version(node)
+        jvm = self._jvm(node.name)
+        if jvm is None:
+            return versions.Reported(None, versions.BOOKIE_SOURCE, "no process")
+        try:
+            return versions.from_command_line(jvm.cmdline(), root=Path(f"/proc/{jvm.pid}/root"))
+        except psutil.Error as exc:
+            return versions.Reported(None, versions.BOOKIE_SOURCE, type(exc).__name__)
+
+    def _jvm(self, name: str) -> psutil.Process | None:
+        """The node's JVM: the java process under the container's init."""
+        c = self._container(name)
+        if c is None or not c.state.running or not c.state.pid:
+            return None
+        try:
+            top = psutil.Process(c.state.pid)
+            return next((p for p in [top, *top.children(recursive=True)] if p.name() == "java"), None)
+        except psutil.Error:
+            return None
 
     def spawn(self, node: Node) -> None:
         """Create (or re-start) the node's container; readiness is the caller's to wait for."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,6 +88,7 @@ class Service:
     name: str
     role: str
     container: str
+    image: str
     command: list[str]
     env: dict[str, str]
     conf: str
@@ -98,12 +100,16 @@ class Service:
     start_period: int = 0
 
 
-def services(topo: Topology, state_dir: Path, project: str) -> list[Service]:
+def services(topo: Topology, state_dir: Path, project: str, image: str,
+             node_images: Mapping[str, str] | None = None) -> list[Service]:
+    """One service per node, each on ``image`` unless ``node_images`` names its own (a node an
+    upgrade moved to another release)."""
     out = []
     for node in topo.nodes:
         host = node_dirs(state_dir, node)
         out.append(Service(
             name=node.name, role=node.role.value, container=f"{project}-{node.name}",
+            image=(node_images or {}).get(node.name, image),
             command=log_command([node.role.start_command], str(CONTAINER.log_file)),
             env=pulsar_env(topo, node, CONTAINER), conf=str(host.conf), logs=str(host.logs),
             volume=f"data-{node.name}", health=health_script(topo, node),
@@ -113,12 +119,12 @@ def services(topo: Topology, state_dir: Path, project: str) -> list[Service]:
     return out
 
 
-def init_service(topo: Topology, state_dir: Path, project: str) -> Service:
+def init_service(topo: Topology, state_dir: Path, project: str, image: str) -> Service:
     """The one-off service that runs ``initialize-cluster-metadata`` (ZooKeeper's JVM settings and log
     configuration; its output goes to ``<state>/logs/init-<cluster>.log``)."""
     zk = topo.nodes_of(Role.ZOOKEEPER)[0]
     return Service(
-        name=INIT_SERVICE, role="metadata-init", container=f"{project}-{INIT_SERVICE}", command=[],
+        name=INIT_SERVICE, role="metadata-init", container=f"{project}-{INIT_SERVICE}", image=image, command=[],
         env=pulsar_env(topo, zk, CONTAINER), conf=str(node_dirs(state_dir, zk).conf),
         logs=str(state_dir.resolve() / "logs"), mem_limit_mb=memory_limit_mb(topo, zk, MEMORY_OVERHEAD_MB),
     )
@@ -132,33 +138,45 @@ def compose_env() -> Environment:
     return env
 
 
-def compose_text(topo: Topology, state_dir: Path, image: str, project: str, user: str | None = None) -> str:
+def compose_text(topo: Topology, state_dir: Path, image: str, project: str, user: str | None = None,
+                 node_images: Mapping[str, str] | None = None) -> str:
     return compose_env().get_template("compose.yaml.j2").render(
-        project=project, topo=topo, image=image, user=user or f"{os.getuid()}:0", container=CONTAINER,
-        services=services(topo, state_dir, project), init=init_service(topo, state_dir, project),
+        project=project, topo=topo, user=user or f"{os.getuid()}:0", container=CONTAINER,
+        services=services(topo, state_dir, project, image, node_images), init=init_service(topo, state_dir, project, image),
         stop_grace=STOP_GRACE_S, security_target=CONTAINER_SECURITY,
     )
 
 
+def write_node_files(topo: Topology, out: Path, node: Node, base_conf: Path | None = None) -> list[Path]:
+    """The node's configuration (its container paths, over ``base_conf``: a distribution's own
+    ``conf/``) under ``out/nodes/<node>/conf``, a broker's hosts file, and its empty log folder."""
+    host = node_dirs(out, node)
+    rendered = render_node(topo, node, CONTAINER, base_conf, CONTAINER_SECURITY)
+    files = {host.conf / p.name: text for p, text in rendered.items()}
+    if node.role == Role.BROKER:
+        files[host.conf / "hosts"] = hosts_text(topo, node)
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    host.logs.mkdir(parents=True, exist_ok=True)
+    return list(files)
+
+
+def write_compose_file(topo: Topology, out: Path, image: str, project: str | None = None,
+                       node_images: Mapping[str, str] | None = None) -> Path:
+    path = out / COMPOSE_FILE
+    path.write_text(compose_text(topo, out, image, project or project_name(topo, out), node_images=node_images))
+    return path
+
+
 def render_compose(topo: Topology, out: Path, image: str, base_conf: Path | None = None,
-                   project: str | None = None) -> list[Path]:
+                   project: str | None = None, node_images: Mapping[str, str] | None = None) -> list[Path]:
     """Write every node's configuration (with its container paths) under ``out/nodes/<node>/conf``,
     the brokers' hosts files, empty log folders and ``out/compose.yaml``; return the files written."""
     out = out.resolve()
     written: list[Path] = []
     for node in topo.nodes:
-        host = node_dirs(out, node)
-        rendered = render_node(topo, node, CONTAINER, base_conf, CONTAINER_SECURITY)
-        files = {host.conf / p.name: text for p, text in rendered.items()}
-        if node.role == Role.BROKER:
-            files[host.conf / "hosts"] = hosts_text(topo, node)
-        for path, text in files.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-            written.append(path)
-        host.logs.mkdir(parents=True, exist_ok=True)
+        written += write_node_files(topo, out, node, base_conf)
     (out / "logs").mkdir(parents=True, exist_ok=True)
-    path = out / COMPOSE_FILE
-    path.write_text(compose_text(topo, out, image, project or project_name(topo, out)))
-    written += [path, write_topology(topo, out)]
+    written += [write_compose_file(topo, out, image, project, node_images), write_topology(topo, out)]
     return written
