@@ -96,7 +96,7 @@ def test_failover_bounds_need_clients_that_fail_over() -> None:
     assert load("geo-client-failover").workload_config("x").client_failover
 
 
-def test_failover_needs_a_replicated_topic_and_an_open_deployment() -> None:
+def test_failover_needs_a_replicated_topic() -> None:
     cfg = WorkloadConfig("persistent://t/n/x", client_failover=True)
     alone = Target(EU, "pulsar://eu:6650", read_clusters={EU: "pulsar://eu:6650"})
     assert "replicated to another cluster" in (failover_problem(cfg, alone) or "")
