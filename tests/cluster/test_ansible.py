@@ -4,7 +4,8 @@ put ``sync`` (Pulsar 4.0.6) onto nine of ten hosts; placement is proven and mess
 pulsarlab; a second deploy restarts only the node whose file changed and changes nothing else;
 add-bookie brings in the tenth host. One recorded workload runs from the rolling-restart and
 replace-bookie runbooks through the region failover drill to the upgrade (every node onto 4.0.8,
-one at a time), and the verifier judges its whole history last. One deployment for the module (helpers in ansible_deployed.py)."""
+one at a time) and the rollback (every node back onto 4.0.6), and the verifier judges its whole
+history last. One deployment for the module (helpers in ansible_deployed.py)."""
 
 from __future__ import annotations
 
@@ -380,6 +381,30 @@ def test_upgrade_under_a_workload_moves_every_node_one_at_a_time(configured: Dep
     assert again.rc == 0, again.output[-6000:]
     assert {h: r["changed"] for h, r in again.recap().items()} == {n.name: 0 for n in configured.hosts.topo.nodes}
     assert configured.pids() == upgraded
+
+
+def test_rollback_under_the_workload_moves_every_node_back_one_at_a_time(configured: Deployed, recorded: Recorded,
+                                                                       tmp_path: Path) -> None:
+    """Back from 4.0.8 to 4.0.6 the same way (a rollback is an upgrade to an older release): the
+    topology re-rendered with the old release, upgrade.yml under the same workload; every JVM
+    restarted once from the old distribution (still unpacked beside the new one), each broker
+    reporting 4.0.6 itself."""
+    older = tmp_path / "sync-bk3-at-hosts-old.yaml"
+    older.write_text(yaml.safe_dump({**yaml.safe_load(Path(configured.big_ref).read_text()), "pulsar_version": OLD}))
+    ops.render_topology(str(older), configured.render_dir, runtime="ansible")
+    old_home = yaml.safe_load((configured.render_dir / "group_vars" / "all.yml").read_text())["pulsar_home"]
+    before = configured.pids()
+    assert old_home.endswith(OLD) and set(configured.homes().values()) != {old_home}
+
+    with recorded.window(f"upgrade.yml ({NEW} back to {OLD})"):
+        play = configured.play("upgrade.yml")
+    assert play.rc == 0, configured.failed(play)
+    after = configured.pids()
+    assert all(after[n] and after[n] != before[n] for n in before), (before, after)
+    assert configured.homes() == dict.fromkeys(before, old_home)
+    brokers = [n.name for n in configured.hosts.topo.nodes if n.role == Role.BROKER]
+    said = {b: requests.get(f"{configured.url(b, 'web')}/admin/v2/brokers/version", timeout=10).text.strip('"') for b in brokers}
+    assert said == dict.fromkeys(brokers, OLD), said
 
 
 def test_the_workload_under_every_runbook_lost_nothing(recorded: Recorded, tmp_path: Path) -> None:
