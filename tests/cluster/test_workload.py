@@ -71,7 +71,9 @@ def test_workload_history_verifies_clean(smoke: LocalCluster, tmp_path: Path) ->
     assert set(history.column("run").to_pylist()) == {run}
     sends = rows(history, "send")
     sends_ok = sum(r["type"] == "ok" for r in sends)
-    assert sends_ok > 1000
+    # traffic enough to account for, not a throughput figure: 400/s for 4 s gives 1600 on a quiet
+    # machine, and 900 in a CI run where the other worker's Ansible upgrade held the cores
+    assert sends_ok > 300
     producers = {f"{run}-p0", f"{run}-p1"}
     assert {r["producer"] for r in sends} == producers
     reads, receives, acks = rows(history, "read"), rows(history, "receive"), rows(history, "ack")
