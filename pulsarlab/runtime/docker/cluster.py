@@ -94,18 +94,17 @@ class DockerCluster(NodeRuntime):
         compose.render_compose(self.topo, self.state_dir, self.image, self.distribution().conf, self.project, moved)
         for name in moved:
             compose.write_node_files(self.topo, self.state_dir, self.topo.node(name), self.node_distribution(name).conf)
-        self._save_settings(moved)
+        self._save_settings()
         self.say(f"compose project {self.project} ({self.image}, {self.compose_file})")
 
     def node_images(self) -> dict[str, str]:
-        """The nodes that run another image than the deployment's: moved by an upgrade not finished."""
-        if not self.state.node_distributions:
-            return {}
-        return {k: v for k, v in (self._settings().get("node_images") or {}).items() if k in self.state.node_distributions}
+        """The nodes that run another image than the deployment's (moved by an upgrade not finished):
+        pulsarlab's image of the release the state records for each."""
+        return {name: default_tag(self.node_distribution(name).version) for name in self.state.node_distributions}
 
-    def _save_settings(self, node_images: dict[str, str]) -> None:
-        (self.state_dir / SETTINGS_FILE).write_text(json.dumps(
-            {"image": self.image, "host": self.host, "project": self.project, "node_images": node_images}, indent=2))
+    def _save_settings(self) -> None:
+        (self.state_dir / SETTINGS_FILE).write_text(
+            json.dumps({"image": self.image, "host": self.host, "project": self.project}, indent=2))
 
     # ----- versions: an upgrade moves one container at a time onto another release's image -------
     def stage_release(self, dist: Distribution) -> None:
@@ -121,20 +120,18 @@ class DockerCluster(NodeRuntime):
         """The stopped node's service on pulsarlab's image of ``dist``, its files written over that
         distribution's ``conf/``; its data volume stays. The next start recreates its container."""
         node = self.topo.node(name)
-        self.stage_release(dist)  # a no-op when the upgrade staged it
+        engine.require_image(default_tag(dist.version), self.docker)  # built by stage_release before any stop
         compose.write_node_files(self.topo, self.state_dir, node, dist.conf)
         self._change_state(lambda state: state.node_distributions.__setitem__(name, str(dist.home)))
-        moved = {**self.node_images(), name: default_tag(dist.version)}
         compose.write_compose_file(self.topo, self.state_dir, self.image or default_tag(self.distribution().version),
-                                   self.project, moved)
-        self._save_settings(moved)
+                                   self.project, self.node_images())
 
     def record_version(self, version: str, dist: Distribution | None, done: bool) -> None:
         super().record_version(version, dist, done)
         if done and dist is not None:  # every node on it: its image is the deployment's now
             self.image = default_tag(dist.version)
             compose.write_compose_file(self.topo, self.state_dir, self.image, self.project)
-            self._save_settings({})
+            self._save_settings()
 
     def reported_version(self, node: Node) -> versions.Reported:
         """A bookie's release from its JVM's class path, read inside its container's file system."""
