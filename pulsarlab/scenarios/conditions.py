@@ -1,5 +1,7 @@
 """Conditions a scenario waits for: ``node_alive NODE``, ``node_dead NODE``, ``topic_owned_in REGION``,
-``under_replicated N`` (at most N of the topic's ledgers have a copy on a bookie that is gone)."""
+``under_replicated N`` (at most N of the topic's ledgers have a copy on a bookie that is gone),
+``in_every_region`` (each entry of each of the topic's ledgers has a copy in every region, read from
+the ledger metadata: what the placement repair brings back after a region's return)."""
 
 from __future__ import annotations
 
@@ -11,8 +13,11 @@ from dataclasses import dataclass
 from pulsarlab.admin import placement
 from pulsarlab.admin.client import AdminError, admin_of
 from pulsarlab.deployment import Endpoints
-from pulsarlab.errors import StateError
+from pulsarlab.errors import PulsarlabError, StateError
+from pulsarlab.scenarios.placement import judged as placement_judged
+from pulsarlab.scenarios.placement import read as placement_read
 from pulsarlab.topology import Role, Topology, namespace_of, topic_cluster
+from pulsarlab.verify.model import PASS
 
 POLL_S = 1.0
 UNLOAD_EVERY_S = 5.0
@@ -44,6 +49,11 @@ def _one_region(topo: Topology, args: list[str]) -> None:
 def _count(_topo: Topology, args: list[str]) -> None:
     if len(args) != 1 or not args[0].isdigit():
         raise ValueError("takes one count, e.g. 'under_replicated 0'")
+
+
+def _no_args(_topo: Topology, args: list[str]) -> None:
+    if args:
+        raise ValueError("takes no argument")
 
 
 def _node_alive(cluster: Endpoints, _topic: str, args: list[str]) -> tuple[bool, str]:
@@ -89,28 +99,38 @@ def _under_replicated(cluster: Endpoints, topic: str, args: list[str]) -> tuple[
     return n <= int(args[0]), f"{n} ledger(s) under-replicated"
 
 
+def _in_every_region(cluster: Endpoints, topic: str, _args: list[str]) -> tuple[bool, str]:
+    try:
+        seen, status = placement_judged(placement_read(cluster, topic))
+    except PulsarlabError as exc:
+        return False, f"placement unknown: {str(exc).splitlines()[0]}"
+    return status == PASS, seen
+
+
 CONDITIONS: dict[str, Condition] = {
     "node_alive": Condition(_one_node, _node_alive),
     "node_dead": Condition(_one_node, _node_dead),
     "topic_owned_in": Condition(_one_region, _owned_in, _unload),
     "under_replicated": Condition(_count, _under_replicated),
+    "in_every_region": Condition(_no_args, _in_every_region),
 }
 
 
 @dataclass
 class WaitRecord:
     """One wait as it went: the condition, when it started (s from producing, or None before it), how
-    long it took, and whether it held within its timeout."""
+    long it took, whether it held within its timeout, and what was seen at its first poll and its last."""
 
     condition: str
     started_s: float | None
     seconds: float
     held: bool
     seen: str
+    first_seen: str = ""
 
     def to_json(self) -> dict:
         return {"condition": self.condition, "started_s": None if self.started_s is None else round(self.started_s, 3),
-                "seconds": round(self.seconds, 3), "held": self.held, "seen": self.seen}
+                "seconds": round(self.seconds, 3), "held": self.held, "seen": self.seen, "first_seen": self.first_seen}
 
 
 def wait_for(
@@ -123,11 +143,13 @@ def wait_for(
     cond = CONDITIONS[name]
     t0 = time.monotonic()
     last_nudge = t0 - UNLOAD_EVERY_S
+    first_seen = None
     while True:
         held, seen = cond.holds(cluster, topic, args)
+        first_seen = seen if first_seen is None else first_seen
         elapsed = time.monotonic() - t0
         if held or elapsed >= timeout or (stop is not None and stop.is_set()):
-            return WaitRecord(" ".join(words), started_s, elapsed, held, seen)
+            return WaitRecord(" ".join(words), started_s, elapsed, held, seen, first_seen)
         if cond.nudge is not None and time.monotonic() - last_nudge >= UNLOAD_EVERY_S:
             cond.nudge(cluster, topic, args)
             last_nudge = time.monotonic()

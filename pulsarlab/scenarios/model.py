@@ -52,6 +52,7 @@ class ClusterOverride(_Strict):
     """Settings of one cluster of the topology that this scenario alone changes."""
 
     skip_unrecoverable_data: bool | None = None
+    placement_repair_s: int | None = None
 
 
 class TopologySpec(_Strict):

@@ -113,7 +113,7 @@ class ScenarioVerdict:
             t.add_row(f"fault @{f.offset_s:.1f}s", "", f"{f.fault}: {f.done if f.ok else f'FAILED: {f.error}'}", "")
         for w in self.waits:
             held = "held" if w["held"] else "NOT held"
-            t.add_row("wait", w["condition"], f"{held} after {w['seconds']:.1f}s ({w['seen']})", "")
+            t.add_row("wait", w["condition"], f"{held} after {w['seconds']:.1f}s ({_wait_seen(w)})", "")
         nonzero = {k: v for k, v in self.checks.items() if v}
         t.add_row("checks", "", ", ".join(f"{k}={v}" for k, v in nonzero.items()) or "all zero", "")
         if self.reasons:
@@ -206,8 +206,14 @@ def judge(sc: Scenario, verdict: Verdict | None, rto: Rto | None, waits: list[di
         out.append(Judged("placement", "each ledger's entries with a copy in every region", placed_seen, placed_status))
     for w in waits:
         out.append(Judged(f"wait {w['condition']}", "holds within its timeout",
-                          f"after {w['seconds']:.1f}s: {w['seen']}", PASS if w["held"] else FAIL))
+                          f"after {w['seconds']:.1f}s: {_wait_seen(w)}", PASS if w["held"] else FAIL))
     return out
+
+
+def _wait_seen(w: dict[str, Any]) -> str:
+    """What a wait saw last, and first when that differed (how far from holding it started)."""
+    first = w.get("first_seen") or w["seen"]
+    return w["seen"] if first == w["seen"] else f"at first {first}; at the end {w['seen']}"
 
 
 def _judge_stalls(rto: Rto | None, bound: float) -> Judged:

@@ -109,6 +109,10 @@ class Cluster(_Strict):
     # brokers read past entries no bookie has any more instead of failing (autoSkipNonRecoverableData):
     # data loss made readable, so that a control scenario's read-back can reach the end and count it
     skip_unrecoverable_data: bool = False
+    # the bookies' auditor checks every this many seconds that each closed ledger's write quorums span
+    # the placement's racks (regions: one rack per region) and has a copy moved where one is missing:
+    # what brings ledgers written while a region was down back to a copy per region once it returns
+    placement_repair_s: int | None = Field(default=None, gt=0)
     # server settings of this cluster's bookies and brokers: win over the top level's
     config: RoleConfig = Field(default_factory=RoleConfig)
     jvm_options: RoleJvmOptions = Field(default_factory=RoleJvmOptions)
@@ -471,9 +475,36 @@ def _check_cluster(t: Topology, f: str, c: Cluster) -> None:
                     f"the node's region {b.region!r} (got {rack!r})",
                 )
     _check_persistence(f"{f}.persistence", c.persistence, len(bookies), len({b.region for b in bookies}), c.placement)
+    if c.placement_repair_s is not None:
+        _check_placement_repair(t, f, c, bookies)
     namespaces = {x.name for x in t.namespaces}
     for pi, p in enumerate(c.isolation):
         _check_isolation(f"{f}.isolation[{pi}]({p.name})", p, c.name, {b.name for b in brokers}, namespaces)
+
+
+# bookie keys that clusters[].placement_repair_s renders (templates/bookkeeper.conf.j2)
+PLACEMENT_REPAIR_KEYS = ("auditorPeriodicPlacementPolicyCheckInterval", "repairedPlacementPolicyNotAdheringBookieEnabled",
+                         "minNumRacksPerWriteQuorum", "enforceMinNumRacksPerWriteQuorum")
+
+
+def _check_placement_repair(t: Topology, f: str, c: Cluster, bookies: list[Node]) -> None:
+    """BookKeeper checks a ledger's placement by racks only (its region-aware policy reports every
+    ledger as placed well), so in region placement each region must be one rack: then "two racks per
+    write quorum" means "both regions"; and the keys it renders are its alone."""
+    if c.placement == "region":
+        racks: dict[str, set[str]] = {}
+        for b in bookies:
+            racks.setdefault(b.region, set()).add(t.rack_of(b) or "")
+        if split := {r: sorted(x) for r, x in racks.items() if len(x) > 1}:
+            region, names = next(iter(split.items()))
+            raise TopologyError(f"{f}.placement_repair_s",
+                                f"needs the bookies of each region in one rack (BookKeeper checks placement by racks); "
+                                f"region {region!r} has racks {', '.join(names)}")
+    levels = [("config.bookie", t.config), (f"{f}.config.bookie", c.config),
+              *((f"nodes({b.name}).config.bookie", b.config) for b in bookies)]
+    for where, config in levels:
+        if clash := sorted(set(config.of("bookie")) & set(PLACEMENT_REPAIR_KEYS)):
+            raise TopologyError(where, f"{clash[0]} is set by {f}.placement_repair_s (the auditor's placement check and repair)")
 
 
 def _check_isolation(pf: str, p: IsolationPolicy, cluster: str, brokers: set[str], namespaces: set[str]) -> None:
