@@ -1,6 +1,6 @@
 """The ``sync`` stretch cluster on the docker runtime: configured, placement proven as on the local
-runtime, and a scenario (a recorded workload with a bookie's container killed) judged by the
-verifier on it. Run under the cluster lock."""
+runtime, and two scenarios (a recorded workload with a bookie's container killed, then with the
+eu region's containers killed) judged by the verifier on it. Run under the cluster lock."""
 
 from __future__ import annotations
 
@@ -33,19 +33,26 @@ def test_configured_placement_puts_a_copy_in_each_region(docker_sync: DockerClus
     assert_placed_in_both_regions(docker_sync, topic)
 
 
-def test_a_scenario_on_the_containers_loses_nothing_and_leaves_them_running(docker_sync: DockerCluster,
-                                                                          tmp_path: Path) -> None:
-    """kill-ensemble-bookie ``--on`` the docker deployment: a bookie of the topic's ensemble killed
-    (its container), the recorded workload judged with RPO 0 and a short RTO, the bookie's
-    container started again afterwards, and every ledger of the topic still with a copy in each
-    region."""
-    r = CliRunner().invoke(app, ["scenario", "run", "kill-ensemble-bookie", "--on", str(docker_sync.state_dir),
+def test_scenarios_on_the_containers_lose_nothing_and_leave_them_running(docker_sync: DockerCluster,
+                                                                         tmp_path: Path) -> None:
+    """kill-ensemble-bookie and sync-region-loss ``--on`` the docker deployment: a bookie of the
+    topic's ensemble killed (its container), then every eu container killed and the topic taken over
+    in us; each recorded workload judged with RPO 0 and a measured recovery, every container started
+    again afterwards, and every ledger of the bookie loss's topic still with a copy in each region."""
+    names = ("kill-ensemble-bookie", "sync-region-loss")
+    r = CliRunner().invoke(app, ["scenario", "run", *names, "--on", str(docker_sync.state_dir),
                                  "--json", "--out", str(tmp_path / "runs")])
-    v = json.loads(r.stdout)
-    assert r.exit_code == 0, json.dumps(v, indent=2)
-    assert v["status"] == "pass" and v["rpo"] == 0 and v["checks"]["lost"] == 0
-    [fault] = v["faults"]
+    runs = {v["scenario"]: v for v in json.loads(r.stdout)["runs"]}
+    assert r.exit_code == 0, json.dumps(runs, indent=2)
+    for name in names:
+        v = runs[name]
+        assert v["status"] == "pass" and v["rpo"] == 0 and v["checks"]["lost"] == 0, v
+        print(f"{name} on docker: max recovery {v['rto']['max_recovery_s']} s, {v['seconds']:.0f} s of run")
+    [fault] = runs["kill-ensemble-bookie"]["faults"]
     assert fault["fault"].startswith("kill ensemble:") and fault["outcome"] == "ok" and len(fault["nodes"]) == 1
+    [loss] = runs["sync-region-loss"]["faults"]
+    assert sorted(loss["nodes"]) == ["bk1-eu", "bk2-eu", "pulsar1-eu", "pulsar2-eu"] and loss["outcome"] == "ok", loss
+    assert 1 < runs["sync-region-loss"]["rto"]["max_recovery_s"] < 50  # an outage happened, and us ended it
     assert all(n.alive and n.ready for n in docker_sync.status())
     topic = json.loads((tmp_path / "runs" / "kill-ensemble-bookie" / "_run.json").read_text())["topic"]
     assert_placed_in_both_regions(docker_sync, topic)

@@ -82,7 +82,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     (wheel,) = (root / "dist").glob("pulsarlab-*.whl")
     venv = root / "venv"
     _step("venv", [sys.executable, "-m", "venv", str(venv)])
-    _step("install", [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)])
+    # --no-compile: Python compiles what it imports on first use; compiling every module of every
+    # dependency (pyspark, pyarrow...) up front only costs the install time
+    _step("install", [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile", str(wheel)])
     cwd = root / "cwd"
     cwd.mkdir()
     yield Installed(venv, user_env(venv), cwd)
