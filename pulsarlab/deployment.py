@@ -56,6 +56,7 @@ class UpResult:
     started: list[str]
     drift: list[Any] = field(default_factory=list)  # differences from the topology an `up` found on a running cluster
     drift_fixed: bool = False
+    settings: Any = None  # a running cluster's settings changed: the plan or its rollout (upgrade.rollout)
 
 
 @dataclass(frozen=True)

@@ -171,6 +171,7 @@ def up(
         if asked and previous.version and asked != previous.version:
             say(f"the running deployment is on Pulsar {previous.version}, not {asked}: "
                 f"'pulsarlab upgrade --to {asked}' moves it")
+        result.settings = _settings_rollout(cluster, state_dir, apply, say, warn or (lambda text: say(f"warning: {text}")))
         report = configure_cluster(cluster, dry_run=not apply, say=say)
         result.drift, result.drift_fixed = report.changes, apply
         return result, cluster
@@ -195,6 +196,31 @@ def up(
         e2e_check(c)
 
     return cluster.up(check=check, before_brokers=seed_racks, brokers_ready=configure_early), cluster
+
+
+def _settings_rollout(cluster: NodeControl, state_dir: Path, apply: bool, say: Say, warn: Say):
+    """A running deployment's settings against the topology it was given now: the plan per node,
+    and with ``apply`` the rollout (dynamic broker keys, then gated restarts one node at a time);
+    None when nothing differs."""
+    from pulsarlab.deployment import Upgradable
+    from pulsarlab.upgrade import rollout
+
+    recorded = state_dir / "topology.yaml"
+    if not recorded.is_file():
+        return None
+    old = load_topology(str(recorded))
+    changes = rollout.node_changes(old, cluster.topo, cluster.distribution().conf)
+    if not changes:
+        return None
+    dist = cluster.distribution()
+    check_topology(cluster.topo, dist.home, dist.version, warn)  # refused before any node is touched
+    if not isinstance(cluster, Upgradable):
+        raise UsageError(f"the settings of {cluster.topo.name!r} changed, and the {cluster.runtime} runtime cannot "
+                         "restart its nodes from here: hosts take new settings through playbooks/deploy.yml")
+    rollout.mark_dynamic(cluster.topo, changes, rollout.dynamic_keys(cluster))
+    if not apply:
+        return rollout.RolloutResult(changes, applied=False)
+    return rollout.roll_out(cluster, changes, reporter_of(say))
 
 
 def attach(topology: str, state_dir: Path | None, wait: float | None = None, compose_project: str | None = None,

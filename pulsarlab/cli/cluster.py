@@ -117,7 +117,9 @@ def up(
         "--pulsar-version", metavar="V",
         help="the Pulsar release to run, e.g. 4.0.6 (default: the topology's pulsar_version, else $PULSARLAB_PULSAR_VERSION)",
     )] = None,
-    apply: Annotated[bool, typer.Option("--apply", help="on a running cluster, fix its differences from the topology")] = False,
+    apply: Annotated[bool, typer.Option(
+        "--apply", help="on a running cluster, fix its differences from the topology and roll out changed settings "
+                        "(dynamic broker keys at once, other nodes restarted one at a time)")] = False,
     image: ImageOpt = None,
     no_build: Annotated[bool, typer.Option(
         "--no-build", help="docker: refuse, instead of building pulsarlab's image when the engine lacks it")] = False,
@@ -136,7 +138,8 @@ def up(
     starting to ready with its seconds, configure, the first message through. On the docker
     runtime, pulsarlab's image is built first if the engine lacks it (--no-build: refused).
     On a cluster already running nothing starts and nothing changes: its differences from the
-    topology are listed (fixed only with --apply, or by 'pulsarlab configure').
+    topology are listed, changed server settings with the plan for each node (fixed only with
+    --apply, or by 'pulsarlab configure' for the admin-level ones).
     """
     with reporter(err, quiet) as progress:
         result, cluster = ops.up(topology, runtime, state_dir, distribution, say=progress, apply=apply, image=image,
@@ -144,8 +147,10 @@ def up(
                                  warn=_warn)
     name, where = cluster.topo.name, cluster.state_dir
     if result.already_running:
+        _settings_shown(name, result.settings)
         if not result.drift:
-            out.print(f"cluster {name!r} is already running in {where}; it matches its topology")
+            if result.settings is None:
+                out.print(f"cluster {name!r} is already running in {where}; it matches its topology")
         elif result.drift_fixed:
             out.print(f"cluster {name!r} is already running in {where}; "
                       f"fixed {len(result.drift)} difference(s) from its topology")
@@ -161,6 +166,23 @@ def up(
         out.print(f"  {c.name}: {cluster.topo.service_url(c.name)}  {cluster.topo.web_url(c.name)}")
     if monitoring:
         out.print(f"  Prometheus: {service.start(cluster).url}")
+
+
+def _settings_shown(name: str, rollout) -> None:
+    """A running cluster's settings against its topology: the plan per node, or what was rolled out."""
+    if rollout is None:
+        return
+    if rollout.applied:
+        out.print(f"cluster {name!r}: new settings rolled out in {rollout.seconds:.1f}s; restarted one at a time: "
+                  f"{', '.join(rollout.restarted) or 'no node'}; set without a restart: "
+                  f"{', '.join(rollout.dynamic_set) or 'nothing'}", highlight=False, markup=False)
+    else:
+        out.print(f"cluster {name!r} runs with other settings than its topology; nothing changed "
+                  "(--apply rolls them out: dynamic broker keys at once, other nodes restarted one at a time):",
+                  highlight=False, markup=False)
+    for change in rollout.changes:
+        for line in change.lines():
+            out.print(f"  {line}", highlight=False, markup=False)
 
 
 def ls(as_json: JsonOpt = False) -> None:

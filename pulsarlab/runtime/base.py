@@ -35,6 +35,7 @@ from pulsarlab.runtime.waits import HttpOk, RegistrationGone, log_tail, wait_for
 from pulsarlab.security import material as security_material
 from pulsarlab.timeouts import timeout
 from pulsarlab.topology import Node, Role, bookie_id, broker_id
+from pulsarlab.topology.settings import without_settings
 
 TIERS = (Role.ZOOKEEPER, Role.BOOKIE, Role.BROKER)
 __all__ = ["TIERS", "NodeRuntime", "timeout"]
@@ -360,14 +361,23 @@ class NodeRuntime(RecordedDeployment):
                     f"{self.state_dir} holds a cluster of the {previous.runtime!r} runtime; "
                     "run 'pulsarlab down' first or choose another --state-dir"
                 )
-            recorded = self.state_dir / "topology.yaml"
-            same = recorded.is_file() and _identity(yaml.safe_load(recorded.read_text())) == _identity(
-                self.topo.model_dump(mode="json"))
-            if not same and (previous.initialized or any(self.alive(n.name) for n in self.topo.nodes)):
+            recorded_file = self.state_dir / "topology.yaml"
+            recorded = yaml.safe_load(recorded_file.read_text()) if recorded_file.is_file() else None
+            wanted = self.topo.model_dump(mode="json")
+            running = [n.name for n in self.topo.nodes if self.alive(n.name)]
+            if without_settings(recorded) != without_settings(wanted) and (previous.initialized or running):
                 raise StateError(
                     f"{self.state_dir} holds a different {previous.name!r} cluster; "
                     "run 'pulsarlab down' first or choose another --state-dir"
                 )
+            # new settings reach a running deployment through 'up --apply' (every node running), never
+            # by starting some nodes with them beside others left on the old ones
+            if 0 < len(running) < len(self.topo.nodes) and recorded is not None and _without_release(
+                    recorded) != _without_release(wanted):
+                raise StateError(
+                    f"the settings of {previous.name!r} changed while only some of its nodes run "
+                    f"({', '.join(running)}): start the rest with its recorded topology "
+                    f"({recorded_file}) first, then 'pulsarlab up --apply' with the new one")
         missing = [n for n in self.topo.nodes if not self.alive(n.name)]
         if not missing:
             return UpResult(True, time.monotonic() - t0, [])
@@ -501,9 +511,8 @@ class NodeRuntime(RecordedDeployment):
         with self.say.step(name, name, "killing" if kill else "stopping", "stopped"):
             self.stop_process(name, kill)
 
-def _identity(topology: object) -> object:
-    """What makes a recorded topology the same deployment: all but its Pulsar release (``upgrade``
-    changes that on a running deployment)."""
+def _without_release(topology: object) -> object:
+    """A dumped topology without its Pulsar release (``upgrade`` changes that on a running deployment)."""
     return {k: v for k, v in topology.items() if k != "pulsar_version"} if isinstance(topology, dict) else topology
 
 

@@ -173,3 +173,21 @@ def level_problems(level: Level, roles: tuple[str, ...], why_not: str) -> list[T
 
 def has_settings(levels: list[Level]) -> bool:
     return any(lv.config.of(r) or lv.jvm_options.of(r) for lv in levels for r in ROLES)
+
+
+# the parts of a topology that are its nodes' settings, not which deployment it is: a running
+# deployment takes a change of them (``up --apply``, pulsarlab.upgrade.rollout)
+SETTINGS_FIELDS = ("config", "jvm_options", "jvm")
+
+
+def without_settings(topology: object) -> object:
+    """A dumped topology without its settings at every level, nor its release: what makes it the
+    same deployment (a release changes through ``upgrade``, settings through ``up --apply``)."""
+    if not isinstance(topology, dict):
+        return topology
+    out = {k: v for k, v in topology.items() if k not in (*SETTINGS_FIELDS, "pulsar_version")}
+    for section in ("clusters", "nodes"):
+        if isinstance(out.get(section), list):
+            out[section] = [{k: v for k, v in x.items() if k not in SETTINGS_FIELDS} if isinstance(x, dict) else x
+                            for x in out[section]]
+    return out

@@ -5,19 +5,26 @@ order, and bookies one after the other behind their gate) comes up on 4.0.6; the
 publish stall of each node's restart measured, and every node says so from its own endpoint; a
 second upgrade restarts nothing; a refused upgrade touches nothing; a rollback stopped half-way
 leaves every node serving at mixed releases, and the `rolling-rollback` scenario finishes it under
-load."""
+load; changed settings then roll out through the same gates (a dynamic broker key without a restart,
+a static bookie key by restarting that bookie alone) under a workload that loses nothing."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from pulsarlab import ops
+from pulsarlab.admin.client import admin_of
 from pulsarlab.cli import app
 from pulsarlab.deployment import NodeControl
 from pulsarlab.errors import CheckFailed, UsageError
@@ -138,3 +145,64 @@ def test_a_rollback_stopped_half_way_serves_at_mixed_releases_and_the_rollback_s
     assert v["rpo"] == 0 and v["checks"]["duplicated_in_storage"] == 0
     assert set(reported(cluster).values()) == {OLD}
     assert ops.status(cluster.state_dir)["upgrading_to"] == ""
+
+
+def test_changed_settings_roll_out_dynamic_at_once_and_static_one_node_at_a_time_under_load(
+        cluster: NodeControl, tmp_path: Path) -> None:
+    """The running deployment given a topology whose settings changed (issue 31): a dynamic broker
+    key at the top level, a static bookie key on bk2 alone. ``up`` without ``--apply`` shows the plan
+    and touches nothing; with it, the broker takes its key through the admin API without a
+    restart, only bk2 restarts (gated), under a recorded workload that loses nothing; a second
+    ``up`` finds nothing left to change."""
+    recorded = yaml.safe_load((cluster.state_dir / "topology.yaml").read_text())
+    changed = {**recorded, "config": {"broker": {"brokerDeleteInactiveTopicsEnabled": False}}}
+    changed["nodes"] = [{**n, "config": {"bookie": {"gcWaitTime": 600000}}} if n["name"] == "bk2" else n
+                        for n in recorded["nodes"]]
+    new = tmp_path / "smoke-settings.yaml"
+    new.write_text(yaml.safe_dump(changed))
+    state = str(cluster.state_dir)
+    before = pids(cluster)
+
+    plan = runner.invoke(app, ["up", "--topology", str(new), "--state-dir", state])
+    assert plan.exit_code == 0, plan.output
+    assert "bk2 (bookie): restart" in plan.stdout and "pulsar1 (broker): no restart" in plan.stdout, plan.stdout
+    assert "gcWaitTime: " in plan.stdout and "brokerDeleteInactiveTopicsEnabled: true -> false  [dynamic]" in plan.stdout
+    listed = [line.strip().split(" (")[0] for line in plan.stdout.splitlines() if " (" in line and line.startswith("  ")]
+    assert listed == ["bk2", "pulsar1"], plan.stdout  # only the nodes it affects
+    assert pids(cluster) == before
+
+    run = tmp_path / "run"
+    workload = subprocess.Popen(
+        [sys.executable, "-m", "pulsarlab.cli", "workload", "run", "--state-dir", state, "--out", str(run),
+         "--duration", "300", "--rate", "100", "--deduplication", "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        time.sleep(8)  # traffic before the rollout
+        applied = runner.invoke(app, ["up", "--topology", str(new), "--state-dir", state, "--apply"])
+        assert applied.exit_code == 0, applied.output
+        time.sleep(5)  # traffic after it
+        assert workload.poll() is None, workload.communicate()[0][-3000:]
+        workload.send_signal(signal.SIGINT)  # ends the sending; the run drains and reads back
+        out, _ = workload.communicate(timeout=300)
+    finally:
+        if workload.poll() is None:
+            workload.kill()
+    assert workload.returncode == 0, out[-3000:]
+    print(applied.stdout)
+
+    after = pids(cluster)
+    assert [n for n in before if after[n] != before[n]] == ["bk2"], (before, after)
+    admin = admin_of(cluster, cluster.topo.clusters[0].name)
+    assert admin.get_json("/admin/v2/brokers/configuration/runtime")["brokerDeleteInactiveTopicsEnabled"] == "false"
+    conf = cluster.state_dir / "nodes" / "bk2" / "conf" / "bookkeeper.conf"
+    assert "gcWaitTime=600000" in conf.read_text().splitlines()
+    assert "gcWaitTime=600000" not in (cluster.state_dir / "nodes" / "bk1" / "conf" / "bookkeeper.conf").read_text()
+
+    verified = runner.invoke(app, ["verify", str(run), "--json"])
+    verdict = json.loads(verified.stdout)
+    counts = {c["name"]: c.get("count") for c in verdict["checks"]}
+    assert verified.exit_code == 0 and counts["lost"] == 0 and counts["duplicated_in_storage"] == 0, (
+        verdict["status"], verdict["reasons"], counts)
+
+    again = runner.invoke(app, ["up", "--topology", str(new), "--state-dir", state])
+    assert again.exit_code == 0 and "it matches its topology" in again.stdout, again.output
