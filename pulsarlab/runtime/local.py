@@ -18,7 +18,7 @@ import psutil
 
 from pulsarlab.distribution import Distribution
 from pulsarlab.errors import NodeStartError, ProcessFailedError
-from pulsarlab.render import render_node, write_topology
+from pulsarlab.render import NodeDirs, render_node, write_topology
 from pulsarlab.runtime import cgroup
 from pulsarlab.runtime.base import NodeRuntime
 from pulsarlab.runtime.cds import class_archives, classpath_dir, node_recording
@@ -149,9 +149,9 @@ class LocalCluster(NodeRuntime):
         env.update(pulsar_env(self.topo, node, dirs))
         if dist.java.home:
             env["JAVA_HOME"] = str(dist.java.home)
-        if node.role == Role.BOOKIE:  # see write_local_hosts
+        if node.role == Role.BOOKIE:  # see write_local_hosts; the temp folder: see spawn
             for key in ("PULSAR_EXTRA_OPTS", "BOOKIE_EXTRA_OPTS"):
-                env[key] = f"{env[key]} -Djdk.net.hosts.file={dirs.conf / 'hosts'}"
+                env[key] = f"{env[key]} -Djdk.net.hosts.file={dirs.conf / 'hosts'} -Djava.io.tmpdir={bookie_tmp(dirs)}"
         if self.topo.jvm.class_sharing:
             archives = class_archives(dist)
             log_conf_off_the_classpath(env, classpath_dir(archives))  # one classpath for every node
@@ -184,6 +184,12 @@ class LocalCluster(NodeRuntime):
         dirs = self.dirs(node)
         for d in (dirs.data, dirs.logs):
             d.mkdir(parents=True, exist_ok=True)
+        if node.role == Role.BOOKIE:
+            # RocksDB (the bookie's ledger index) unpacks its 13 MB native library into the JVM's temp
+            # folder at every start and leaves it there: in the node's own folder, emptied here (the
+            # JVM that unpacked it is gone) and wiped with the node's data, not /tmp filling up
+            shutil.rmtree(bookie_tmp(dirs), ignore_errors=True)
+            bookie_tmp(dirs).mkdir()
         if node.role in (Role.BROKER, Role.BOOKIE):
             self.write_local_hosts(node)
         with open(dirs.log_file, "ab") as log:
@@ -217,3 +223,8 @@ class LocalCluster(NodeRuntime):
                     class_archives(self.distribution()).settle("init", part, rc == 0)
         if rc != 0:
             raise ProcessFailedError(cmd, rc, log_tail(log_path, 40))
+
+
+def bookie_tmp(dirs: NodeDirs) -> Path:
+    """A bookie JVM's ``java.io.tmpdir``."""
+    return dirs.data / "tmp"
