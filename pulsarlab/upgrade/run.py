@@ -115,7 +115,10 @@ class NodeUpgrade:
                 if gate != "ready":
                     gates[gate] = self._timed(gate, node)
         except BaseException:
-            self._restore()
+            try:
+                self._restore()
+            except CheckFailed as exc:  # said, and the node still started again: the first failure is raised
+                self.say(str(exc))
             self._bring_back(node)
             raise
         now = self.cluster.reported_versions()[node.name][0]
@@ -138,8 +141,7 @@ class NodeUpgrade:
                 continue
             url = bookie_url(self.cluster, peer)
             before = rd.read(url)
-            if before is not None:
-                rd.write(url, self.order.recovery_delay_s)
+            if before is not None and rd.written(url, self.order.recovery_delay_s):
                 self.delay = (url, before)
                 return
         self.say(f"{node.name}: no other bookie of {node.cluster} answers: the recovery delay is left as it is")
@@ -148,23 +150,17 @@ class NodeUpgrade:
         if self.delay is not None:
             url, before = self.delay
             self.delay = None
-            node_script("recovery_delay").write(url, 0 if before == self.order.recovery_delay_s else before)
+            rd = node_script("recovery_delay")
+            value = rd.restored_value(self.order.recovery_delay_s, before)
+            error = rd.restore(url, value)
+            if error is not None:
+                raise CheckFailed(f"the lost-bookie recovery delay could not be set back to {value} through {url}: {error}")
 
     def _replicated(self, node: Node) -> None:
-        gate = node_script("wait_replicated")
-        base = bookie_url(self.cluster, node)
         limit = self.order.underreplicated_timeout_s * timeouts.scale()  # PULSARLAB_TIMEOUT_SCALE, as every wait
-        deadline = time.monotonic() + limit
-        while True:
-            listed = gate.listed(base)
-            meta = {i: gate.metadata(base, i) for i in listed}
-            at_risk, _ = gate.split(listed, meta)
-            if not at_risk:
-                return
-            if time.monotonic() > deadline:
-                raise CheckFailed(f"after {node.name}: ledger(s) still under-replicated after {limit:.0f} s: "
-                                  f"{gate.describe(at_risk, meta)}")
-            time.sleep(gate.POLL_S)
+        ok, said = node_script("wait_replicated").wait(bookie_url(self.cluster, node), limit)
+        if not ok:
+            raise CheckFailed(f"after {node.name}: {said}")
 
     def _unload(self, node: Node) -> None:
         """The broker's graceful stop: on SIGTERM Pulsar takes the broker out of the load manager's

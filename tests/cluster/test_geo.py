@@ -188,7 +188,10 @@ def test_clients_fail_over_to_us_when_eu_is_lost_and_come_back(geo: LocalCluster
         assert 0 < c["failover_s"] < 20 and 10 < c["switch_back_s"] < 120, c  # eu's start, then the 10 s delay
     # the client moves once eu has failed its probe for failover_delay_ms (3 s): not before
     assert by_client["p0"]["failover_s"] >= 3.0
-    assert fo["lost_cluster"] == EU and fo["async_rpo"] is not None and fo["acked_before_loss"] > 500
+    # eu acknowledged sends for some seconds before its loss at 6 s (the client's own start is part of
+    # them: 500 at 100 msg/s in a loaded CI run), and what it had not replicated is a part of those
+    assert fo["lost_cluster"] == EU and fo["async_rpo"] is not None and fo["acked_before_loss"] >= 200
+    assert fo["async_rpo"] <= fo["acked_before_loss"]
     assert v["rpo"] == 0 and v["checks"]["lost"] == 0 and v["checks"]["not_replicated"] == 0
     assert v["checks"]["never_delivered"] == 0  # one subscription, served by eu, us and eu again
     # the history says where each ack came from: some on us while eu was away, then on eu again

@@ -6,6 +6,7 @@ interrupted run) becomes 0."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -14,21 +15,24 @@ from pathlib import Path
 
 import pytest
 
-from tests.http_served import QuietHandler, served
+from tests.http_served import Hangups, QuietHandler, served
 
 SCRIPT = Path(__file__).resolve().parents[2] / "playbooks" / "roles" / "pulsar_node" / "files" / "recovery_delay.py"
 DEAD = "http://127.0.0.1:9"  # the discard port: nothing answers
 
 
 @pytest.fixture
-def bookie() -> Iterator[tuple[str, dict[str, int]]]:
+def bookie() -> Iterator[tuple[str, dict[str, int], Hangups]]:
     state = {"delay": 60}
+    hangups = Hangups(0)  # PUTs closed without a response
 
     class Handler(QuietHandler):
         def do_GET(self) -> None:
             self._send(f"lostBookieRecoveryDelay value: {state['delay']}")
 
         def do_PUT(self) -> None:
+            if hangups.hang_up(self):
+                return
             state["delay"] = int(json.loads(self.rfile.read(int(self.headers["Content-Length"])))["delay_seconds"])
             self._send("Success")
 
@@ -39,7 +43,7 @@ def bookie() -> Iterator[tuple[str, dict[str, int]]]:
 
 
     with served(Handler) as url:
-        yield url, state
+        yield url, state, hangups
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -47,7 +51,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_raise_goes_through_the_first_peer_that_answers_and_restore_puts_the_old_value_back(bookie) -> None:
-    url, state = bookie
+    url, state, _ = bookie
     raised = run("raise", "300", DEAD, url)
     assert raised.returncode == 0 and json.loads(raised.stdout) == {"url": url, "before": 60}
     assert state["delay"] == 300
@@ -57,7 +61,7 @@ def test_raise_goes_through_the_first_peer_that_answers_and_restore_puts_the_old
 
 @pytest.mark.parametrize("before", ["300", "None", ""])
 def test_restore_of_a_value_left_by_an_interrupted_run_or_unknown_is_the_rendered_zero(bookie, before: str) -> None:
-    url, state = bookie
+    url, state, _ = bookie
     state["delay"] = 300
     assert run("restore", "300", url, *([before] if before else [])).returncode == 0
     assert state["delay"] == 0
@@ -71,3 +75,21 @@ def test_no_peer_answering_is_reported_and_changes_nothing() -> None:
 def test_bad_arguments_exit_2_with_the_usage() -> None:
     bad = run("lower", "1")
     assert bad.returncode == 2 and "recovery_delay.py raise" in bad.stderr
+
+
+def test_a_peer_that_closes_the_write_is_passed_over_and_restore_asks_again(bookie, tmp_path) -> None:
+    """A peer that answers the read but closes the connection on the write does not fail the raise
+    (the next peer is used), and a restore whose first writes are closed goes through on a later one."""
+    url, state, hangups = bookie
+    hangups.left = 1
+    raised = run("raise", "300", url, url)  # the same peer twice: its second write goes through
+    assert raised.returncode == 0 and json.loads(raised.stdout) == {"url": url, "before": 60} and state["delay"] == 300
+    spec = importlib.util.spec_from_file_location("recovery_delay_under_test", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    rd = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rd)
+    hangups.left = 2
+    assert rd.restore(url, 60, attempts=3, sleep=0.05) is None and state["delay"] == 60
+    hangups.left = 5
+    error = rd.restore(url, 0, attempts=2, sleep=0.05)
+    assert error is not None and "Remote end closed connection without response" in error and state["delay"] == 60

@@ -5,6 +5,7 @@ the timeout, which names it with the bookies of each fragment."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.http_served import QuietHandler, served
+from tests.http_served import Hangups, QuietHandler, served
 
 SCRIPT = Path(__file__).resolve().parents[2] / "playbooks" / "roles" / "pulsar_node" / "files" / "wait_replicated.py"
 EU_US = [{"id": "127.0.1.2:3181"}, {"id": "127.0.1.6:3181"}]
@@ -25,11 +26,14 @@ OPEN_EMPTY = {**EMPTY, "closed": False}
 
 
 @pytest.fixture
-def bookie() -> Iterator[tuple[str, dict[int, dict]]]:
+def bookie() -> Iterator[tuple[str, dict[int, dict], Hangups]]:
     ledgers: dict[int, dict] = {}
+    hangups = Hangups(0)
 
     class Handler(QuietHandler):
         def do_GET(self) -> None:
+            if hangups.hang_up(self):
+                return
             url = urlparse(self.path)
             if url.path == "/api/v1/autorecovery/list_under_replicated_ledger":
                 status, body = (200, json.dumps(sorted(ledgers))) if ledgers else (404, "No under replicated ledgers found")
@@ -42,7 +46,7 @@ def bookie() -> Iterator[tuple[str, dict[int, dict]]]:
 
 
     with served(Handler) as url:
-        yield url, ledgers
+        yield url, ledgers, hangups
 
 
 def wait(url: str, timeout: float = 0) -> subprocess.CompletedProcess:
@@ -55,7 +59,7 @@ def test_nothing_listed_passes(bookie) -> None:
 
 
 def test_a_closed_ledger_without_entries_does_not_hold_the_wait_and_is_named(bookie) -> None:
-    url, ledgers = bookie
+    url, ledgers, _ = bookie
     ledgers[10] = EMPTY
     proc = wait(url)
     assert proc.returncode == 0, proc.stdout
@@ -64,7 +68,7 @@ def test_a_closed_ledger_without_entries_does_not_hold_the_wait_and_is_named(boo
 
 @pytest.mark.parametrize("meta", [FULL, OPEN_EMPTY], ids=["closed-with-entries", "open-without-entries"])
 def test_a_ledger_that_may_hold_entries_holds_it_and_is_named_with_its_bookies(bookie, meta: dict) -> None:
-    url, ledgers = bookie
+    url, ledgers, _ = bookie
     ledgers.update({10: EMPTY, 12: meta})
     proc = wait(url)
     assert proc.returncode == 1
@@ -80,3 +84,25 @@ def test_a_ledger_that_may_hold_entries_holds_it_and_is_named_with_its_bookies(b
 def test_an_unreachable_bookie_fails_naming_it() -> None:
     proc = wait("http://127.0.0.1:9", timeout=0)
     assert proc.returncode == 1 and "could not read the under-replicated ledgers from http://127.0.0.1:9" in proc.stdout
+
+
+def test_a_bookie_that_closes_connections_while_it_restarts_is_asked_again_until_it_answers(bookie) -> None:
+    """What the local upgrade's gate met right after a bookie's restart: two requests closed
+    without a response, then the bookie answers and the wait passes instead of failing the upgrade."""
+    url, ledgers, hangups = bookie
+    hangups.left = 2
+    gate = load_script()
+    ok, said = gate.wait(url, timeout=10, sleep=0.05)
+    assert (ok, said, hangups.left) == (True, "no ledger is under-replicated", 0)
+    hangups.left = 1_000
+    ok, said = gate.wait(url, timeout=0.3, sleep=0.05)
+    assert not ok and said.startswith(f"could not read the under-replicated ledgers from {url} for 0 s: "), said
+    assert "Remote end closed connection without response" in said
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("wait_replicated_under_test", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -45,31 +45,56 @@ def write(url: str, seconds: int) -> None:
         resp.read()
 
 
+def written(url: str, seconds: int) -> bool:
+    """Whether a write through this peer went through (a peer that answered a read may still close
+    the connection on the write: the next peer is asked then)."""
+    try:
+        write(url, seconds)
+    except (urllib.error.URLError, OSError):
+        return False
+    return True
+
+
+def restore(url: str, value: int, attempts: int = 12, sleep: float = 5.0) -> str | None:
+    """Write ``value`` through ``url``, asking again while the peer does not answer: None once
+    written, else the last error."""
+    last = ""
+    for attempt in range(attempts):
+        try:
+            write(url, value)
+            return None
+        except (urllib.error.URLError, OSError) as exc:
+            last = str(exc)
+            if attempt + 1 < attempts:
+                time.sleep(sleep)
+    return last
+
+
+def restored_value(seconds: int, before: str | int | None) -> int:
+    """What to set back: BEFORE, or 0 (the rendered value) when it is missing or equals the raised
+    delay (left by an interrupted run)."""
+    text = "" if before is None else str(before)
+    return 0 if not text.lstrip("-").isdigit() or int(text) == seconds else int(text)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) >= 3 and argv[0] == "raise":
         seconds = int(argv[1])
         for url in argv[2:]:
             before = read(url)
-            if before is not None:
-                write(url, seconds)
+            if before is not None and written(url, seconds):
                 print(json.dumps({"url": url, "before": before}))
                 return 0
         print(json.dumps({"url": "", "before": None}))
         return 0
     if len(argv) in (3, 4) and argv[0] == "restore":
         seconds, url = int(argv[1]), argv[2]
-        before = argv[3] if len(argv) == 4 else ""
-        value = 0 if not before.lstrip("-").isdigit() or int(before) == seconds else int(before)
-        last = ""
-        for _ in range(12):
-            try:
-                write(url, value)
-                print(json.dumps({"url": url, "delay": value}))
-                return 0
-            except (urllib.error.URLError, OSError) as exc:
-                last = str(exc)
-                time.sleep(5)
-        print(f"could not set the lost-bookie recovery delay back to {value} through {url}: {last}", file=sys.stderr)
+        value = restored_value(seconds, argv[3] if len(argv) == 4 else None)
+        error = restore(url, value)
+        if error is None:
+            print(json.dumps({"url": url, "delay": value}))
+            return 0
+        print(f"could not set the lost-bookie recovery delay back to {value} through {url}: {error}", file=sys.stderr)
         return 1
     print(__doc__, file=sys.stderr)
     return 2

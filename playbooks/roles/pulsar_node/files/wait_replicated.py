@@ -82,7 +82,10 @@ def metadata(base: str, ledger: int) -> dict[str, Any] | None:
     return data.get(str(ledger)) if isinstance(data, dict) else None
 
 
-def main(base: str, timeout: float) -> int:
+def wait(base: str, timeout: float, sleep: float = POLL_S) -> tuple[bool, str]:
+    """Poll until no listed ledger holds entries: (True, what was found) or, after ``timeout``
+    seconds, (False, why). A bookie that does not answer (restarting, a connection closed) is asked
+    again until the deadline, like a ledger still listed."""
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -95,18 +98,20 @@ def main(base: str, timeout: float) -> int:
             at_risk, empty = split(ids, meta)
             if not at_risk:
                 if empty:
-                    print(f"no ledger with entries is under-replicated; still marked, closed without entries (nothing "
-                          f"to copy): {', '.join(map(str, empty))}")
-                else:
-                    print("no ledger is under-replicated")
-                return 0
+                    return True, (f"no ledger with entries is under-replicated; still marked, closed without entries "
+                                  f"(nothing to copy): {', '.join(map(str, empty))}")
+                return True, "no ledger is under-replicated"
         if time.monotonic() >= deadline:
             if error is not None:
-                print(f"could not read the under-replicated ledgers from {base} for {timeout:.0f} s: {error}")
-            else:
-                print(f"ledgers still under-replicated after {timeout:.0f} s: " + describe(at_risk, meta))
-            return 1
-        time.sleep(POLL_S)
+                return False, f"could not read the under-replicated ledgers from {base} for {timeout:.0f} s: {error}"
+            return False, f"ledgers still under-replicated after {timeout:.0f} s: " + describe(at_risk, meta)
+        time.sleep(sleep)
+
+
+def main(base: str, timeout: float) -> int:
+    ok, said = wait(base, timeout)
+    print(said)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
