@@ -17,11 +17,12 @@ from pulsarlab import ops
 from pulsarlab.runtime.local import LocalCluster
 from tests.topology_files import builtin_at
 
-TIERS = ("unit", "cluster", "scenarios")
+TIERS = ("unit", "cluster", "docs", "scenarios")
 # Cluster-tier modules that share one deployment (the pool's cluster, an engine-side deployment or
 # image, module fixtures) and so must run on one worker; a module not named here is a group of its own.
+# (the docs tier's test_docs reads the pool's smoke: it runs in the smoke group)
 GROUPS = {
-    "smoke": ("test_smoke", "test_env", "test_rerun", "test_smoke_lifecycle", "test_workload"),
+    "smoke": ("test_smoke", "test_env", "test_rerun", "test_smoke_lifecycle", "test_workload", "test_docs"),
     "sync": ("test_sync", "test_chaos"),
     "geo": ("test_geo", "test_monitoring"),
     "docker": ("test_docker_runtime", "test_docker_sync", "test_docker_image"),
@@ -81,7 +82,7 @@ def tier_of(item: pytest.Item) -> str:
 def group_of(nodeid: str) -> str | None:
     """The group a test runs in: its module's group in the cluster tier, else none (a test of its own)."""
     path = nodeid.split("::")[0]
-    if tier_of_path(path) != "cluster":
+    if tier_of_path(path) not in ("cluster", "docs"):  # the docs tier reads the pool's smoke
         return None
     module = Path(path).stem
     return GROUP_OF_MODULE.get(module, module)
