@@ -78,15 +78,8 @@ def template_env() -> Environment:
 
 
 def bookkeeper_metadata_uri(topo: Topology, cluster: str) -> str:
-    """The brokers' BookKeeper metadata: Pulsar's metadata-store driver (it appends ``/ledgers``)."""
+    """BookKeeper metadata through Pulsar's metadata-store driver (it appends ``/ledgers``)."""
     return f"metadata-store:{topo.metadata_store_url(cluster)}"
-
-
-def bookie_zk_servers(topo: Topology, cluster: str) -> str:
-    """A bookie's ``zkServers``: the ZooKeeper connect string with the cluster's root as its chroot.
-    BookKeeper's own ZooKeeper driver reads it (``{root}/ledgers``, as the brokers' driver), and so
-    does the rack mapping (``{root}/bookies``)."""
-    return f"{topo.zookeeper_connect()}{topo.cluster(cluster).metadata_root}"
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -150,7 +143,6 @@ def _context(topo: Topology, node: Node, dirs: NodeDirs, security_root: Path | N
         "configuration_store_url": topo.configuration_store_url(),
         "metadata_store_url": topo.metadata_store_url(node.cluster) if node.cluster else "",
         "bookkeeper_metadata_uri": bookkeeper_metadata_uri(topo, node.cluster) if node.cluster else "",
-        "bookie_zk_servers": bookie_zk_servers(topo, node.cluster) if node.cluster else "",
         "log_file": dirs.log_file,
         "log_level": "info",
         "security": topo.security,

@@ -33,7 +33,7 @@ def test_bookie_binds_its_own_address_with_region_placement(tmp_path: Path) -> N
     k = conf(tmp_path, "bk2-us", "bookkeeper.conf")
     assert k["advertisedAddress"] == k["httpServerHost"] == "127.0.2.2"
     assert k["bookiePort"] == "3181" and k["httpServerEnabled"] == "true"
-    assert (k["metadataServiceUri"], k["zkServers"]) == ("", "127.0.1.1:2181")  # BookKeeper's own ZooKeeper driver
+    assert k["metadataServiceUri"] == "metadata-store:zk:127.0.1.1:2181"
     assert k["ensemblePlacementPolicy"].endswith("RegionAwareEnsemblePlacementPolicy")
     assert k["journalDirectories"] == str((tmp_path / "nodes" / "bk2-us" / "data" / "journal").resolve())
 
@@ -44,8 +44,7 @@ def test_geo_uses_metadata_roots(tmp_path: Path) -> None:
     assert b["clusterName"] == "cluster-us"
     assert b["metadataStoreUrl"] == "zk:127.0.1.1:2181/cluster-us"
     assert b["configurationMetadataStoreUrl"] == "zk:127.0.1.1:2181"
-    assert b["bookkeeperMetadataServiceUri"] == "metadata-store:zk:127.0.1.1:2181/cluster-us"
-    assert conf(tmp_path, "bk1-us", "bookkeeper.conf")["zkServers"] == "127.0.1.1:2181/cluster-us"  # the same root
+    assert conf(tmp_path, "bk1-us", "bookkeeper.conf")["metadataServiceUri"] == "metadata-store:zk:127.0.1.1:2181/cluster-us"
 
 
 def test_zookeeper_listens_on_its_address_only(tmp_path: Path) -> None:
