@@ -34,7 +34,8 @@ GROUP_OF_MODULE = {m: g for g, modules in GROUPS.items() for m in modules}
 EXPECTED_S = {
     "test_ansible": 1000, "sync": 300, "test_compose_files": 300, "geo": 240, "smoke": 200, "docker": 200,
     "test_active_active": 150, "test_secure": 150, "test_secure_geo": 120, "test_pytest_plugin": 120,
-    "test_upgrade": 190, "test_install": 90, "test_terminal": 60, "test_spark_cluster": 150, "test_dropin": 60,
+    "test_upgrade": 190, "test_install": 90, "test_secure_own": 80, "test_terminal": 60, "test_spark_cluster": 150,
+    "test_dropin": 60,
 }
 _spans: dict[str, list[float]] = {}
 _counts: dict[str, int] = {}

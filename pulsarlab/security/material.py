@@ -28,6 +28,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from pulsarlab.errors import UsageError
+from pulsarlab.security import own
 from pulsarlab.security.client import ClientAuth
 from pulsarlab.topology import Node, Role, Security, Topology
 
@@ -61,6 +62,10 @@ class SecurityFiles:
     @property
     def ca_key(self) -> Path:
         return self.root / "ca.key"
+
+    @property
+    def htpasswd(self) -> Path:
+        return self.root / "htpasswd"
 
     def token(self, role: str) -> Path:
         return self.root / "tokens" / f"{role}.token"
@@ -208,27 +213,67 @@ def _node_cert_current(files: SecurityFiles, node: Node, address: str) -> bool:
 
 # ----- the whole set --------------------------------------------------------------------------------
 def ensure(topo: Topology, state_dir: Path) -> SecurityFiles | None:
-    """Generate what the topology's security needs and is missing; return where it is (None when
-    the topology is open). Existing keys, tokens and certificates are kept; a broker certificate
-    whose address no longer matches the topology is issued again."""
+    """Put in place what the topology's security needs: the user's own files (checked first, every
+    problem at once, nothing written when one is wrong) or generated ones; return where they are
+    (None when the topology is open). Generated keys, tokens and certificates are kept; a broker
+    certificate whose address no longer matches the topology is issued again; tokens are minted
+    again when the signing key changed."""
     sec = topo.security
     if sec is None:
         return None
+    own.check(topo)
     files = files_of(state_dir)
     files.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-    new_key = _keys(files, sec)
+    new_key = _own_token_key(files, sec) if sec.token_key_file else _keys(files, sec)
     for role in dict.fromkeys([sec.admin_role, sec.broker_role, sec.workload_role]):
         if new_key or not files.token(role).is_file():
             write_private(files.token(role), mint(files, sec, role).encode())
-    if sec.tls:
+    if sec.tls and sec.cert_file:
+        _own_tls(files, topo, sec)
+    elif sec.tls:
         ca = _ca(files, topo.name)
         for b in topo.nodes_of(Role.BROKER):
             addr = topo.address_of(b)
             if not _node_cert_current(files, b, addr):
                 issue_cert(files, ca, b.name, node_sans(addr))
+    if sec.htpasswd_file:
+        _put(files.htpasswd, Path(sec.htpasswd_file).read_bytes())
     for d in [files.root, *(p for p in files.root.rglob("*") if p.is_dir())]:
         d.chmod(0o700)  # mkdir's mode is cut by the umask, and parents get the default
     return files
+
+
+def _put(path: Path, data: bytes) -> bool:
+    """``data`` into ``path`` (0600) unless it holds it already; whether it was written."""
+    if path.is_file() and path.read_bytes() == data:
+        return False
+    write_private(path, data)
+    return True
+
+
+def _own_token_key(files: SecurityFiles, sec: Security) -> bool:
+    """The user's signing key in place (rsa: the private key as PKCS#8 DER and its public key as
+    the DER brokers read); whether it changed."""
+    data = Path(str(sec.token_key_file)).read_bytes()
+    if sec.token == "symmetric":
+        return _put(files.secret_key, data)
+    key = own.rsa_private_key(data)
+    assert isinstance(key, rsa.RSAPrivateKey)  # own.problems checked it
+    private = key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    public = key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return _put(files.private_key, private) | _put(files.public_key, public)
+
+
+def _own_tls(files: SecurityFiles, topo: Topology, sec: Security) -> None:
+    """The user's CA, and their certificate and key (as PKCS#8 PEM) for every broker."""
+    _put(files.ca_cert, Path(str(sec.ca_file)).read_bytes())
+    files.ca_key.unlink(missing_ok=True)  # a generated CA's key: not the CA in place any more
+    cert = Path(str(sec.cert_file)).read_bytes()
+    key = serialization.load_pem_private_key(Path(str(sec.key_file)).read_bytes(), password=None)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    for b in topo.nodes_of(Role.BROKER):
+        _put(files.node_cert(b.name), cert)
+        _put(files.node_key(b.name), pem)
 
 
 def client_auth(topo: Topology, state_dir: Path, role: str | None = None) -> ClientAuth | None:

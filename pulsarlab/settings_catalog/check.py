@@ -36,7 +36,7 @@ _BROKER: dict[str, str] = {
                      "brokerClientTrustCertsFilePath", "authenticationEnabled", "authenticationProviders",
                      "tokenSecretKey", "tokenPublicKey", "authorizationEnabled", "superUserRoles",
                      "brokerClientAuthenticationPlugin", "brokerClientAuthenticationParameters",
-                     "anonymousUserRole"), _SECURE),
+                     "anonymousUserRole", "basicAuthConf"), _SECURE),
     **dict.fromkeys(("managedLedgerDefaultEnsembleSize", "managedLedgerDefaultWriteQuorum",
                      "managedLedgerDefaultAckQuorum"), _QUORUM),
     **dict.fromkeys(("bookkeeperClientRackawarePolicyEnabled", "bookkeeperClientRegionawarePolicyEnabled",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -106,7 +107,24 @@ def load(ref: str, loopback: bool = True) -> Topology:
         raise TopologyError("topology", f"not valid YAML: {yaml_problem(path, exc)}") from None
     if not isinstance(data, dict):
         raise TopologyError("<root>", f"{path} must hold a mapping")
-    return parse(data, loopback)
+    return own_files_resolved(parse(data, loopback), path.parent)
+
+
+def own_files_resolved(topo: Topology, base: Path) -> Topology:
+    """The topology with the security files it names as absolute paths (a relative one is read
+    from ``base``, the topology file's folder), each checked to be a readable file."""
+    from pulsarlab.errors import TopologyError
+
+    sec = topo.security
+    if sec is None or not sec.own_files():
+        return topo
+    resolved = {}
+    for field, value in sec.own_files().items():
+        path = (base / Path(value).expanduser()).resolve()
+        if not path.is_file() or not os.access(path, os.R_OK):
+            raise TopologyError(f"security.{field}", f"{value!r} is not a readable file (looked for {path})")
+        resolved[field] = str(path)
+    return topo.model_copy(update={"security": sec.model_copy(update=resolved)})
 
 
 def builtin_descriptions() -> dict[str, str]:

@@ -151,6 +151,13 @@ def name_problem(value: str) -> str | None:
     return f"{value!r} is not a name: letters, digits, _ . - only, starting with a letter or digit"
 
 
+Authentication = Literal["token", "tls", "basic"]
+
+
+def _token_only() -> list[Authentication]:
+    return ["token"]
+
+
 class Security(_Strict):
     """The secure profile: JWT authentication, authorization and TLS on the brokers.
 
@@ -166,6 +173,25 @@ class Security(_Strict):
     workload_role: str = "workload"
     superusers: list[str] = Field(default_factory=lambda: ["admin", "broker"])
     tls: bool = True
+    # how clients may prove their role: a token (always: pulsarlab and the brokers use one), a TLS
+    # client certificate signed by the CA (the role is its common name), a user of htpasswd_file
+    authentication: list[Authentication] = Field(default_factory=_token_only)
+    # the user's own material instead of generated (paths, relative to the topology file): the CA
+    # clients trust, the brokers' certificate (signed by it, naming every broker's address) and
+    # key (PEM, not encrypted); the token signing key (symmetric: its raw bytes; rsa: the private
+    # key, PEM or DER); basic authentication's users (htpasswd: apr1 or crypt hashes)
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    token_key_file: str | None = None
+    htpasswd_file: str | None = None
+
+    def own_files(self) -> dict[str, str]:
+        """The user's files the topology names, by field."""
+        return {f: v for f in OWN_FILES if (v := getattr(self, f)) is not None}
+
+
+OWN_FILES = ("ca_file", "cert_file", "key_file", "token_key_file", "htpasswd_file")
 
 
 class Topology(_Strict):
@@ -333,6 +359,19 @@ def _check_security(s: Security) -> None:
             )
     if s.workload_role in s.superusers:
         raise TopologyError("security.workload_role", f"{s.workload_role!r} is a superuser: the workload role must not be")
+    if "token" not in s.authentication:
+        raise TopologyError("security.authentication", "must include token: pulsarlab and the brokers authenticate with tokens")
+    if _dupes(list(s.authentication)):
+        raise TopologyError("security.authentication", f"{', '.join(_dupes(list(s.authentication)))} named twice")
+    if "tls" in s.authentication and not s.tls:
+        raise TopologyError("security.authentication", "tls (client certificates) needs tls: true")
+    if ("basic" in s.authentication) != (s.htpasswd_file is not None):
+        raise TopologyError("security.htpasswd_file", "basic authentication and htpasswd_file go together: name both or neither")
+    tls_files = [f for f in ("ca_file", "cert_file", "key_file") if getattr(s, f) is not None]
+    if tls_files and len(tls_files) != 3:
+        raise TopologyError(f"security.{tls_files[0]}", "ca_file, cert_file and key_file go together: name all three or none")
+    if tls_files and not s.tls:
+        raise TopologyError("security.ca_file", "certificates are for TLS: set tls: true or leave them out")
 
 
 def _dupes(names: list[str]) -> list[str]:
