@@ -7,7 +7,7 @@ One JVM of each kind records at a time in practice (the caller picks it); one ki
 exits leaves nothing behind. An archive the JVM finds unusable (another classpath, another JDK
 build) is ignored by the JVM itself (``-Xshare:auto``), so the worst case is the ordinary start.
 
-Two programs use it: the Pulsar nodes of the local runtime (:mod:`pulsarlab.runtime.cds`) and the
+Two programs use it: the Pulsar nodes of the local and docker runtimes (:mod:`pulsarlab.runtime.cds`) and the
 verifier's Spark driver (:mod:`pulsarlab.verify.session`).
 """
 
@@ -18,7 +18,7 @@ import os
 import shutil
 import time
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from pulsarlab import settings
 
@@ -26,6 +26,19 @@ STALE_SECONDS = 24 * 3600  # a recording left by a JVM that never exited cleanly
 # The JVM's own log (an archive's dump warns once per class it skips) on stderr: its default is
 # stdout, which belongs to the program (verify --json, the workload driver's protocol)
 JVM_LOG_ON_STDERR = ("-Xlog:disable", "-Xlog:all=warning:stderr")
+
+
+def map_options(archive: PurePath) -> str:
+    """The JVM options that map an archive (ignored by the JVM if it cannot use it)."""
+    return f"-XX:SharedArchiveFile={archive} -Xshare:auto"
+
+
+RECORD_FLAG = "-XX:ArchiveClassesAtExit"
+
+
+def record_options(recording: PurePath) -> str:
+    """The JVM options that record the classes it loads, written to ``recording`` at its exit."""
+    return f"{RECORD_FLAG}={recording}"
 
 
 LOCATION_FILE = "location"  # in an archive folder: the install folder its archives were made from
@@ -67,12 +80,12 @@ class ClassArchives:
         """Map the kind's archive if there is one; else record one at ``recording`` (if given)."""
         archive = self.archive(kind)
         if archive.is_file():
-            return f"-XX:SharedArchiveFile={archive} -Xshare:auto"
+            return map_options(archive)
         if recording is None:
             return ""
         self._drop_stale()
         recording.unlink(missing_ok=True)
-        return f"-XX:ArchiveClassesAtExit={recording}"
+        return record_options(recording)
 
     def settle(self, kind: str, recording: Path, clean_exit: bool) -> Path | None:
         """After the JVM is gone: promote its recording if it exited cleanly, else drop it.

@@ -70,10 +70,6 @@ class LocalCluster(NodeRuntime):
         if (part := self._recording(node.role.value, node)) is not None:
             class_archives(self.node_distribution(name)).settle(node.role.value, part, clean)
 
-    def exits_cleanly_on_down(self, name: str) -> bool:
-        """A JVM that records its role's class archive writes it only when it exits by itself."""
-        return any(arg.startswith("-XX:ArchiveClassesAtExit") for arg in self.jvm_command_line(name) or [])
-
     def _recording(self, kind: str, node: Node) -> Path | None:
         """Where this JVM records its kind's class archive, if it is the one that does: the
         first node of each role (one archive suffices)."""

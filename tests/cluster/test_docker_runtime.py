@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from pulsarlab.cli import app
 from pulsarlab.distribution import DEFAULT_VERSION
+from pulsarlab.runtime.cds import image_archives
 from pulsarlab.runtime.docker import image
 from pulsarlab.runtime.docker.cluster import DockerCluster
 from pulsarlab.security import client
@@ -161,6 +162,35 @@ def test_killed_bookie_container_keeps_producing_and_rejoins(docker_smoke: Docke
     cli("node", "start", "bk1", "--state-dir", state)
     status = json.loads(cli("status", "--json", "--state-dir", state))
     assert all(n["ready"] for n in status["nodes"])
+
+
+def _mapped(cluster: DockerCluster, name: str) -> set[str]:
+    """The class archives the node's JVM maps (paths as its container sees them)."""
+    jvm = cluster._jvm(name)
+    assert jvm is not None, name
+    maps = Path(f"/proc/{jvm.pid}/maps").read_text()
+    return {line.split()[-1] for line in maps.splitlines() if line.endswith(".jsa") and "/pulsarlab-cds/" in line}
+
+
+def test_the_first_bookie_records_its_roles_class_archive_and_maps_it_from_its_next_start(
+        docker_smoke: DockerCluster) -> None:
+    """Class-data sharing in containers: while its image has no bookie archive, the first bookie
+    records one (into the image's folder on the host, mounted into every node); its stop (SIGTERM:
+    the JVM exits by itself) promotes it; its next start maps it."""
+    state = str(docker_smoke.state_dir)
+    bk1 = docker_smoke._container("bk1")
+    assert bk1 is not None and bk1.config.image  # the rollback above moved it onto another image
+    folder = image_archives(docker_smoke.docker.image.inspect(bk1.config.image).id).root
+    (folder / "bookie.jsa").unlink(missing_ok=True)  # as where no bookie of this image has stopped yet
+    cli("node", "stop", "bk1", "--state-dir", state)
+    cli("node", "start", "bk1", "--state-dir", state)
+    assert any(a.startswith("-XX:ArchiveClassesAtExit=") for a in docker_smoke.jvm_command_line("bk1") or [])
+    assert _mapped(docker_smoke, "bk1") == set()
+    cli("node", "stop", "bk1", "--state-dir", state)
+    assert (folder / "bookie.jsa").is_file() and not list(folder.glob("bookie.bk1.*.jsa.part"))
+    cli("node", "start", "bk1", "--state-dir", state)
+    assert _mapped(docker_smoke, "bk1") == {"/pulsarlab-cds/bookie.jsa"}
+    assert not any(a.startswith("-XX:ArchiveClassesAtExit=") for a in docker_smoke.jvm_command_line("bk1") or [])
 
 
 def test_down_leaves_no_container_or_volume_of_the_project(docker_smoke: DockerCluster) -> None:

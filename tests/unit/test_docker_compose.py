@@ -93,3 +93,55 @@ def test_two_state_dirs_never_share_a_project(tmp_path: Path) -> None:
     a, b = compose.project_name(topo, tmp_path / "a"), compose.project_name(topo, tmp_path / "b")
     assert a != b and a.startswith("pulsarlab-smoke-")
     assert a == compose.project_name(topo, tmp_path / "a")
+
+
+def _shared(tmp_path: Path) -> tuple[compose.ClassSharing, Path]:
+    folder = tmp_path / "archives"
+    (folder / "classpath").mkdir(parents=True)
+    return compose.ClassSharing({"pulsarlab/pulsar:4.0.8": folder},
+                                {"bk1": "bookie.bk1.x.jsa.part", "init-smoke": "init.smoke.x.jsa.part"}), folder
+
+
+def _jvm_options(command: list[str], cds: Path, tmp_path: Path) -> str:
+    """What ``bin/pulsar`` would get: the service's shell run by bash as the container runs it,
+    with the archive folder at ``cds`` and ``bin/pulsar`` replaced by a printer of its variables."""
+    script = command[2].replace("$$", "$").replace(str(compose.CONTAINER_CDS), str(cds))
+    script = script.replace("exec bin/pulsar", "printf '%s|%s' \"$PULSAR_EXTRA_OPTS\" \"$BOOKIE_EXTRA_OPTS\"; : ")
+    out = subprocess.run(["bash", "-c", script.split(" >>")[0]], capture_output=True, text=True,
+                         env={"PULSAR_EXTRA_OPTS": "-Da=1", "BOOKIE_EXTRA_OPTS": "-Db=2", "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_with_class_sharing_the_first_node_of_a_role_records_until_an_archive_exists_then_all_map_it(
+        tmp_path: Path) -> None:
+    topo = load("smoke")
+    cds, folder = _shared(tmp_path)
+    compose.render_compose(topo, tmp_path / "out", "pulsarlab/pulsar:4.0.8", cds=cds)
+    doc = yaml.safe_load((tmp_path / "out" / compose.COMPOSE_FILE).read_text())
+    for name in ("bk1", "bk2", "pulsar1"):
+        svc = doc["services"][name]
+        assert {"type": "bind", "source": str(folder), "target": str(compose.CONTAINER_CDS)} in svc["volumes"]
+        # one classpath for every node: the log configuration's folder (bin/pulsar puts it first) is empty
+        assert svc["environment"]["PULSAR_LOG_CONF"] == str(compose.CONTAINER_CDS / "classpath" / "log4j2.yaml")
+        assert f"-Dlog4j.configurationFile={compose.CONTAINER.conf / 'log4j2.yaml'}" in svc["environment"]["PULSAR_EXTRA_OPTS"]
+    bk1, bk2 = doc["services"]["bk1"]["command"], doc["services"]["bk2"]["command"]
+    # no archive yet: bk1 records (to the file named for it), bk2 starts as it always did
+    assert _jvm_options(bk1, folder, tmp_path) == (f"-Da=1 -XX:ArchiveClassesAtExit={folder}/bookie.bk1.x.jsa.part|"
+                                                   f"-Db=2 -XX:ArchiveClassesAtExit={folder}/bookie.bk1.x.jsa.part")
+    assert _jvm_options(bk2, folder, tmp_path) == "-Da=1 |-Db=2 "
+    (folder / "bookie.jsa").write_bytes(b"archive")  # promoted after bk1 stopped by itself
+    for command in (bk1, bk2):
+        assert _jvm_options(command, folder, tmp_path) == (f"-Da=1 -XX:SharedArchiveFile={folder}/bookie.jsa -Xshare:auto|"
+                                                           f"-Db=2 -XX:SharedArchiveFile={folder}/bookie.jsa -Xshare:auto")
+    init = doc["services"][compose.INIT_SERVICE]
+    assert {"type": "bind", "source": str(folder), "target": str(compose.CONTAINER_CDS)} in init["volumes"]
+
+
+def test_an_image_without_an_archive_folder_and_the_files_for_users_mount_nothing(tmp_path: Path) -> None:
+    cds, _ = _shared(tmp_path)
+    compose.render_compose(load("smoke"), tmp_path / "a", "pulsarlab/pulsar:other", cds=cds)
+    compose.render_compose(load("smoke"), tmp_path / "b", "pulsarlab/pulsar:4.0.8")
+    for out in ("a", "b"):
+        text = (tmp_path / out / compose.COMPOSE_FILE).read_text()
+        assert str(compose.CONTAINER_CDS) not in text

@@ -15,11 +15,14 @@ from typing import Literal
 import psutil
 from python_on_whales import Container, DockerClient, DockerException
 
+from pulsarlab.classdata import ClassArchives
 from pulsarlab.deployment import Say, quiet
 from pulsarlab.distribution import Distribution
 from pulsarlab.errors import NodeStartError, ProcessFailedError, StateError
+from pulsarlab.identity import state_digest
 from pulsarlab.runtime import versions
 from pulsarlab.runtime.base import NodeRuntime
+from pulsarlab.runtime.cds import drop_gone_images, image_archives
 from pulsarlab.runtime.docker import compose, engine
 from pulsarlab.runtime.docker.image import default_tag, ensure_image
 from pulsarlab.runtime.state import read_record
@@ -91,7 +94,8 @@ class DockerCluster(NodeRuntime):
         upgrade stopped half-way moved keeps its own release (its image and files)."""
         self.image = self.image or default_tag(self.distribution().version)
         moved = self.node_images()
-        compose.render_compose(self.topo, self.state_dir, self.image, self.distribution().conf, self.project, moved)
+        compose.render_compose(self.topo, self.state_dir, self.image, self.distribution().conf, self.project, moved,
+                               self._class_sharing(moved))
         for name in moved:
             compose.write_node_files(self.topo, self.state_dir, self.topo.node(name), self.node_distribution(name).conf)
         self._save_settings()
@@ -123,15 +127,56 @@ class DockerCluster(NodeRuntime):
         engine.require_image(default_tag(dist.version), self.docker)  # built by stage_release before any stop
         compose.write_node_files(self.topo, self.state_dir, node, dist.conf)
         self._change_state(lambda state: state.node_distributions.__setitem__(name, str(dist.home)))
+        moved = self.node_images()
         compose.write_compose_file(self.topo, self.state_dir, self.image or default_tag(self.distribution().version),
-                                   self.project, self.node_images())
+                                   self.project, moved, self._class_sharing(moved))
 
     def record_version(self, version: str, dist: Distribution | None, done: bool) -> None:
         super().record_version(version, dist, done)
         if done and dist is not None:  # every node on it: its image is the deployment's now
             self.image = default_tag(dist.version)
-            compose.write_compose_file(self.topo, self.state_dir, self.image, self.project)
+            compose.write_compose_file(self.topo, self.state_dir, self.image, self.project, cds=self._class_sharing({}))
             self._save_settings()
+
+    # ----- class-data sharing (pulsarlab.runtime.cds): each image's archives, mounted into its nodes
+    def _archives(self, tag: str) -> ClassArchives | None:
+        try:
+            image_id = self.docker.image.inspect(tag).id
+        except DockerException:
+            return None  # not built (yet): its nodes start without an archive
+        archives = image_archives(image_id)
+        if not archives.root.is_dir():  # a new image: the folders of those the engine dropped go
+            drop_gone_images({i.id for i in self.docker.image.list()})
+        (archives.root / "classpath").mkdir(parents=True, exist_ok=True)
+        return archives
+
+    def _recording_name(self, kind: str, owner: str) -> str:
+        return f"{kind}.{owner}.{state_digest(self.state_dir)}.jsa.part"
+
+    def _class_sharing(self, node_images: dict[str, str]) -> compose.ClassSharing | None:
+        """The archive folder of every image the deployment runs and who records: the first node of
+        each role, and each cluster's metadata initialisation."""
+        if not self.topo.jvm.class_sharing:
+            return None
+        tags = {self.image or default_tag(self.distribution().version), *node_images.values()}
+        folders = {tag: a.root for tag in tags if (a := self._archives(tag)) is not None}
+        recordings = {nodes[0].name: self._recording_name(role.value, nodes[0].name)
+                      for role in Role if (nodes := self.topo.nodes_of(role))}
+        recordings.update({f"init-{c.name}": self._recording_name("init", c.name) for c in self.topo.clusters})
+        return compose.ClassSharing(folders, recordings)
+
+    def _settle_recording(self, name: str, kind: str, image: str, clean: bool) -> None:
+        """Promote what the JVM recorded if it exited by itself, else drop it."""
+        archives = self._archives(image) if self.topo.jvm.class_sharing else None
+        if archives is not None:
+            archives.settle(kind, archives.root / self._recording_name(kind, name), clean)
+
+    def jvm_command_line(self, name: str) -> list[str] | None:
+        jvm = self._jvm(name)
+        try:
+            return jvm.cmdline() if jvm is not None else None
+        except psutil.Error:
+            return None
 
     def reported_version(self, node: Node) -> versions.Reported:
         """A bookie's release from its JVM's class path, read inside its container's file system."""
@@ -192,6 +237,12 @@ class DockerCluster(NodeRuntime):
             self.docker.compose.kill([name], signal="SIGKILL")
         else:
             self.docker.compose.stop([name], timeout=int(timeout("stop")))
+        after = self._container(name)
+        code = after.state.exit_code if after is not None else None
+        # a JVM that ran its shutdown on SIGTERM exits 143; the engine's SIGKILL after the grace: 137
+        clean = not kill and code in (0, 143) and not (after is not None and after.state.oom_killed)
+        if c.config.image:
+            self._settle_recording(name, self.topo.node(name).role.value, c.config.image, clean)
 
     def pause_process(self, name: str, paused: bool) -> None:
         (self.docker.compose.pause if paused else self.docker.compose.unpause)([name])
@@ -203,7 +254,10 @@ class DockerCluster(NodeRuntime):
             raise StateError(f"the docker runtime writes init logs to {self.state_dir / 'logs'}, not {log_path.parent}")
         log_path.write_text("")
         cmd = ["initialize-cluster-metadata", *args]
-        inner = compose.log_command(cmd, f"{compose.CONTAINER.logs}/{log_path.name}")
+        image = self.image or default_tag(self.distribution().version)
+        cds = self._class_sharing({})
+        inner = compose.log_command(cmd, f"{compose.CONTAINER.logs}/{log_path.name}",
+                                    cds.choice(f"init-{cluster}", "init") if cds is not None and image in cds.folders else "")
         name = f"{self.project}-init-{cluster}"
         limit = timeout("init")
         try:
@@ -219,6 +273,7 @@ class DockerCluster(NodeRuntime):
         finally:
             if self.docker.container.exists(name):
                 self.docker.container.remove(name, force=True)
+        self._settle_recording(cluster, "init", image, rc == 0)
         if rc != 0:
             raise ProcessFailedError(["bin/pulsar", *cmd], rc, log_tail(log_path, 40))
 

@@ -18,9 +18,10 @@ from pathlib import Path
 
 from jinja2 import Environment
 
+from pulsarlab.classdata import map_options, record_options
 from pulsarlab.identity import state_digest
 from pulsarlab.render import NodeDirs, node_dirs, render_node, template_env, write_topology
-from pulsarlab.runtime.jvm import hosts_text, memory_limit_mb, pulsar_env
+from pulsarlab.runtime.jvm import hosts_text, log_conf_off_the_classpath, memory_limit_mb, pulsar_env
 from pulsarlab.security.material import files_of
 from pulsarlab.topology import Node, Role, Topology
 
@@ -49,6 +50,33 @@ class ContainerDirs(NodeDirs):
 CONTAINER = ContainerDirs()
 # a secure deployment's keys, tokens and certificates, bind-mounted read-only into every broker
 CONTAINER_SECURITY = Path("/pulsarlab-security")
+# the class archives of the node's image (pulsarlab.runtime.cds), bind-mounted from the host's cache
+CONTAINER_CDS = Path("/pulsarlab-cds")
+
+
+@dataclass(frozen=True)
+class ClassSharing:
+    """Class-data sharing in the containers of a deployment (the docker runtime's, not the compose
+    files written for users). ``folders``: each image's archive folder on the host (mounted at
+    CONTAINER_CDS, its ``classpath`` subfolder empty); ``recordings``: the file each recording
+    service (the first node of each role, and the metadata init) records to while its kind has
+    no archive. The container decides at its start, so a node started after an archive was made
+    maps it."""
+
+    folders: Mapping[str, Path]
+    recordings: Mapping[str, str]
+
+    def choice(self, service: str, kind: str) -> str:
+        """Shell that adds the archive's options to the JVM's (bin/pulsar reads both variables)."""
+        archive = CONTAINER_CDS / f"{kind}.jsa"
+        record = record_options(CONTAINER_CDS / self.recordings[service]) if service in self.recordings else ""
+        return (f'if [ -s {archive} ]; then o="{map_options(archive)}"; else o="{record}"; fi; '
+                'export PULSAR_EXTRA_OPTS="$PULSAR_EXTRA_OPTS $o" BOOKIE_EXTRA_OPTS="$BOOKIE_EXTRA_OPTS $o"; ')
+
+    def env(self, env: dict[str, str]) -> dict[str, str]:
+        env = dict(env)
+        log_conf_off_the_classpath(env, CONTAINER_CDS / "classpath")  # one classpath for every node
+        return env
 
 
 def project_name(topo: Topology, state_dir: Path) -> str:
@@ -72,11 +100,12 @@ def health_script(topo: Topology, node: Node) -> str:
             'read -r -t 3 status <&3; [[ "$status" == HTTP/1.?" 200 "* ]]')
 
 
-def log_command(args: list[str], log: str) -> list[str]:
+def log_command(args: list[str], log: str, before: str = "") -> list[str]:
     """``bin/pulsar <args>`` with its output appended to ``log`` inside the container (``exec``: the
-    JVM replaces bash, so the container's init hands SIGTERM straight to it)."""
+    JVM replaces bash, so the container's init hands SIGTERM straight to it); ``before``: shell
+    run first (the class archive's choice)."""
     quoted = " ".join(_sh_quote(a) for a in args)
-    return ["bash", "-c", f"exec bin/pulsar {quoted} >>{log} 2>&1"]
+    return ["bash", "-c", f"{before}exec bin/pulsar {quoted} >>{log} 2>&1"]
 
 
 def _sh_quote(s: str) -> str:
@@ -96,37 +125,45 @@ class Service:
     volume: str = ""
     health: str = ""
     security: str = ""  # the host's security folder, mounted at CONTAINER_SECURITY (secure brokers only)
+    cds: str = ""  # the host's archive folder of the service's image, mounted at CONTAINER_CDS
     mem_limit_mb: int = 0
     start_period: int = 0
 
 
 def services(topo: Topology, state_dir: Path, project: str, image: str,
-             node_images: Mapping[str, str] | None = None) -> list[Service]:
+             node_images: Mapping[str, str] | None = None, cds: ClassSharing | None = None) -> list[Service]:
     """One service per node, each on ``image`` unless ``node_images`` names its own (a node an
     upgrade moved to another release)."""
     out = []
     for node in topo.nodes:
         host = node_dirs(state_dir, node)
+        node_image = (node_images or {}).get(node.name, image)
+        env = pulsar_env(topo, node, CONTAINER)
+        shared = cds if cds is not None and node_image in cds.folders else None
         out.append(Service(
-            name=node.name, role=node.role.value, container=f"{project}-{node.name}",
-            image=(node_images or {}).get(node.name, image),
-            command=log_command([node.role.start_command], str(CONTAINER.log_file)),
-            env=pulsar_env(topo, node, CONTAINER), conf=str(host.conf), logs=str(host.logs),
+            name=node.name, role=node.role.value, container=f"{project}-{node.name}", image=node_image,
+            command=log_command([node.role.start_command], str(CONTAINER.log_file),
+                                shared.choice(node.name, node.role.value) if shared else ""),
+            env=shared.env(env) if shared else env, conf=str(host.conf), logs=str(host.logs),
             volume=f"data-{node.name}", health=health_script(topo, node),
             security=str(files_of(state_dir).root) if topo.security is not None and node.role == Role.BROKER else "",
+            cds=str(shared.folders[node_image]) if shared else "",
             mem_limit_mb=memory_limit_mb(topo, node, MEMORY_OVERHEAD_MB), start_period=START_PERIOD_S[node.role],
         ))
     return out
 
 
-def init_service(topo: Topology, state_dir: Path, project: str, image: str) -> Service:
+def init_service(topo: Topology, state_dir: Path, project: str, image: str, cds: ClassSharing | None = None) -> Service:
     """The one-off service that runs ``initialize-cluster-metadata`` (ZooKeeper's JVM settings and log
     configuration; its output goes to ``<state>/logs/init-<cluster>.log``)."""
     zk = topo.nodes_of(Role.ZOOKEEPER)[0]
+    env = pulsar_env(topo, zk, CONTAINER)
+    shared = cds if cds is not None and image in cds.folders else None
     return Service(
         name=INIT_SERVICE, role="metadata-init", container=f"{project}-{INIT_SERVICE}", image=image, command=[],
-        env=pulsar_env(topo, zk, CONTAINER), conf=str(node_dirs(state_dir, zk).conf),
+        env=shared.env(env) if shared else env, conf=str(node_dirs(state_dir, zk).conf),
         logs=str(state_dir.resolve() / "logs"), mem_limit_mb=memory_limit_mb(topo, zk, MEMORY_OVERHEAD_MB),
+        cds=str(shared.folders[image]) if shared else "",
     )
 
 
@@ -139,11 +176,12 @@ def compose_env() -> Environment:
 
 
 def compose_text(topo: Topology, state_dir: Path, image: str, project: str, user: str | None = None,
-                 node_images: Mapping[str, str] | None = None) -> str:
+                 node_images: Mapping[str, str] | None = None, cds: ClassSharing | None = None) -> str:
     return compose_env().get_template("compose.yaml.j2").render(
         project=project, topo=topo, user=user or f"{os.getuid()}:0", container=CONTAINER,
-        services=services(topo, state_dir, project, image, node_images), init=init_service(topo, state_dir, project, image),
-        stop_grace=STOP_GRACE_S, security_target=CONTAINER_SECURITY,
+        services=services(topo, state_dir, project, image, node_images, cds),
+        init=init_service(topo, state_dir, project, image, cds),
+        stop_grace=STOP_GRACE_S, security_target=CONTAINER_SECURITY, cds_target=CONTAINER_CDS,
     )
 
 
@@ -163,14 +201,15 @@ def write_node_files(topo: Topology, out: Path, node: Node, base_conf: Path | No
 
 
 def write_compose_file(topo: Topology, out: Path, image: str, project: str | None = None,
-                       node_images: Mapping[str, str] | None = None) -> Path:
+                       node_images: Mapping[str, str] | None = None, cds: ClassSharing | None = None) -> Path:
     path = out / COMPOSE_FILE
-    path.write_text(compose_text(topo, out, image, project or project_name(topo, out), node_images=node_images))
+    path.write_text(compose_text(topo, out, image, project or project_name(topo, out), node_images=node_images, cds=cds))
     return path
 
 
 def render_compose(topo: Topology, out: Path, image: str, base_conf: Path | None = None,
-                   project: str | None = None, node_images: Mapping[str, str] | None = None) -> list[Path]:
+                   project: str | None = None, node_images: Mapping[str, str] | None = None,
+                   cds: ClassSharing | None = None) -> list[Path]:
     """Write every node's configuration (with its container paths) under ``out/nodes/<node>/conf``,
     the brokers' hosts files, empty log folders and ``out/compose.yaml``; return the files written."""
     out = out.resolve()
@@ -178,5 +217,5 @@ def render_compose(topo: Topology, out: Path, image: str, base_conf: Path | None
     for node in topo.nodes:
         written += write_node_files(topo, out, node, base_conf)
     (out / "logs").mkdir(parents=True, exist_ok=True)
-    written += [write_compose_file(topo, out, image, project, node_images), write_topology(topo, out)]
+    written += [write_compose_file(topo, out, image, project, node_images, cds), write_topology(topo, out)]
     return written
