@@ -18,6 +18,7 @@ SECONDS: dict[str, float] = {
     "stop": 30.0,  # a node's process gone and its ports free
     "session": 75.0,  # a killed node's metadata-store session expired
     "spark": 90.0,  # a Spark standalone master or worker up
+    "end_position": 60.0,  # a topic's last message id, asked of any broker of a cluster (after a fault)
 }
 
 

@@ -32,6 +32,7 @@ from pulsarlab.history.journal import journal_to_parquet
 from pulsarlab.history.manifest import DriverOutcome, Manifest, new_run_id
 from pulsarlab.progress import NO_PROGRESS, Reporter
 from pulsarlab.security import ClientAuth
+from pulsarlab.timeouts import timeout
 from pulsarlab.workload.driver import QUICK_JIT_MAX_RATE, DriverProcess, driver_classes
 
 SUB_TYPES = ("exclusive", "failover", "shared", "key_shared")
@@ -214,19 +215,7 @@ class Workload:
         cluster's admin API now, or why that failed (``end_error``)."""
         topics = [f"{self.cfg.topic}-partition-{i}" for i in range(self.cfg.partitions)] or [self.cfg.topic]
         urls = [u for u in self.target.read_admin_urls.get(cluster, "").split(",") if u]
-        plan: list[dict[str, str | None]] = []
-        for topic in topics:
-            end: str | None
-            error: str | None
-            end, error = None, f"no admin URL for cluster {cluster}"
-            for url in urls:  # the first broker that answers (some may be down after a fault)
-                try:
-                    end, error = AdminClient(url, retries=1, auth=self.target.admin_auth).last_message_id(topic), None
-                    break
-                except AdminError as exc:
-                    error = str(exc)
-            plan.append({"topic": topic, "end": end, "end_error": error})
-        return plan
+        return [end_position(topic, urls, cluster, self.target.admin_auth) for topic in topics]
 
     # ----- the run ---------------------------------------------------------------------------
     def end_sending(self, why: str = "asked") -> None:
@@ -384,3 +373,24 @@ class Workload:
         c.unknown = sum(d.counts["unknown"] for d in every)
         c.received = sum(d.counts["received"] for d in every)
         c.stored = sum(d.counts["stored"] for d in every)
+
+
+def end_position(topic: str, urls: list[str], cluster: str, auth: ClientAuth | None) -> dict[str, str | None]:
+    """``topic``'s last message id from the first of ``urls`` (a cluster's brokers) that answers,
+    asked in turn until ``end_position``'s deadline: right after a fault some brokers are down and
+    the others busy taking over the topics (one answered nothing within 15 s in CI, after a region
+    loss). Failing that, ``end_error`` holds every broker's last error."""
+    if not urls:
+        return {"topic": topic, "end": None, "end_error": f"no admin URL for cluster {cluster}"}
+    deadline = time.monotonic() + timeout("end_position")
+    errors: dict[str, str] = {}
+    while True:
+        for url in urls:
+            try:
+                return {"topic": topic, "end": AdminClient(url, retries=1, auth=auth).last_message_id(topic),
+                        "end_error": None}
+            except AdminError as exc:
+                errors[url] = str(exc)
+        if time.monotonic() >= deadline:
+            return {"topic": topic, "end": None, "end_error": "; ".join(errors.values())}
+        time.sleep(1.0)

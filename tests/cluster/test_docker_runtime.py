@@ -17,8 +17,10 @@ from pathlib import Path
 import pulsar
 import pytest
 import requests
+import yaml
 from typer.testing import CliRunner
 
+from pulsarlab.admin.client import admin_of
 from pulsarlab.cli import app
 from pulsarlab.distribution import DEFAULT_VERSION
 from pulsarlab.runtime.cds import image_archives
@@ -109,6 +111,38 @@ def test_containers_serve_tls_only_and_refuse_a_client_without_a_token(docker_sm
 
 def test_thousand_messages_arrive_exactly_once(docker_smoke: DockerCluster) -> None:
     assert_exactly_once(docker_smoke, f"persistent://smoke/test/docker-once-{uuid.uuid4().hex[:8]}", 1000, "m")
+
+
+def test_changed_settings_reach_the_containers_dynamic_through_the_api_and_static_by_restarting_only_that_node(
+        docker_smoke: DockerCluster, tmp_path: Path) -> None:
+    """Settings changed on running containers (issue 31): a dynamic broker key at the top level
+    goes through the admin API, no container restarted for it; a static bookie key on bk2 alone
+    restarts bk2's container only (through the rolling gates), whose JVM then runs with it; a
+    second ``up`` finds nothing left to change."""
+    recorded = yaml.safe_load((docker_smoke.state_dir / "topology.yaml").read_text())
+    changed = {**recorded, "config": {"broker": {"brokerDeleteInactiveTopicsEnabled": False}}}
+    changed["nodes"] = [{**n, "config": {"bookie": {"gcWaitTime": 600000}}} if n["name"] == "bk2" else n
+                        for n in recorded["nodes"]]
+    new = tmp_path / "smoke-settings.yaml"
+    new.write_text(yaml.safe_dump(changed))
+    state = str(docker_smoke.state_dir)
+    before = {n.name: docker_smoke.process_info(n.name)[0] for n in docker_smoke.topo.nodes}
+
+    applied = runner.invoke(app, ["up", "--topology", str(new), "--state-dir", state, "--apply"])
+    assert applied.exit_code == 0, applied.output
+    after = {n.name: docker_smoke.process_info(n.name)[0] for n in docker_smoke.topo.nodes}
+    assert [n for n in before if after[n] != before[n]] == ["bk2"], (before, after)
+    admin = admin_of(docker_smoke, docker_smoke.topo.clusters[0].name)
+    assert admin.get_json("/admin/v2/brokers/configuration/runtime")["brokerDeleteInactiveTopicsEnabled"] == "false"
+    served = {}
+    for name in ("bk1", "bk2"):  # what each bookie's JVM runs with, from its own HTTP API
+        node = docker_smoke.topo.node(name)
+        url = f"http://{docker_smoke.topo.address_of(node)}:{node.port('http')}/api/v1/config/server_config"
+        served[name] = requests.get(url, timeout=10).json().get("gcWaitTime")
+    assert served["bk2"] == "600000" and served["bk1"] != "600000", served
+
+    again = runner.invoke(app, ["up", "--topology", str(new), "--state-dir", state])
+    assert again.exit_code == 0 and "it matches its topology" in again.stdout, again.output
 
 
 def test_a_rollback_moves_one_container_at_a_time_onto_the_older_release_and_keeps_the_data(
