@@ -17,7 +17,6 @@ from pathlib import Path
 import pulsar
 import pytest
 import requests
-import yaml
 from typer.testing import CliRunner
 
 from pulsarlab.admin.client import admin_of
@@ -30,6 +29,7 @@ from pulsarlab.security import client
 from tests.cluster.conftest import docker_deployment, without_own_image
 from tests.cluster.test_secure import REFUSED
 from tests.cluster.test_smoke import assert_exactly_once, consume_all, produce
+from tests.cluster.test_upgrade import changed_settings
 
 runner = CliRunner()
 OLD = "4.0.6"  # the rollback's release (the deployment runs the default, 4.0.8)
@@ -119,12 +119,7 @@ def test_changed_settings_reach_the_containers_dynamic_through_the_api_and_stati
     goes through the admin API, no container restarted for it; a static bookie key on bk2 alone
     restarts bk2's container only (through the rolling gates), whose JVM then runs with it; a
     second ``up`` finds nothing left to change."""
-    recorded = yaml.safe_load((docker_smoke.state_dir / "topology.yaml").read_text())
-    changed = {**recorded, "config": {"broker": {"brokerDeleteInactiveTopicsEnabled": False}}}
-    changed["nodes"] = [{**n, "config": {"bookie": {"gcWaitTime": 600000}}} if n["name"] == "bk2" else n
-                        for n in recorded["nodes"]]
-    new = tmp_path / "smoke-settings.yaml"
-    new.write_text(yaml.safe_dump(changed))
+    new = changed_settings(docker_smoke.state_dir, tmp_path)
     state = str(docker_smoke.state_dir)
     before = {n.name: docker_smoke.process_info(n.name)[0] for n in docker_smoke.topo.nodes}
 

@@ -147,6 +147,18 @@ def test_a_rollback_stopped_half_way_serves_at_mixed_releases_and_the_rollback_s
     assert ops.status(cluster.state_dir)["upgrading_to"] == ""
 
 
+def changed_settings(state_dir: Path, out: Path) -> Path:
+    """The deployment's recorded topology with a dynamic broker key at the top level and a static
+    bookie key on bk2 alone (smoke's node names)."""
+    recorded = yaml.safe_load((state_dir / "topology.yaml").read_text())
+    changed = {**recorded, "config": {"broker": {"brokerDeleteInactiveTopicsEnabled": False}}}
+    changed["nodes"] = [{**n, "config": {"bookie": {"gcWaitTime": 600000}}} if n["name"] == "bk2" else n
+                        for n in recorded["nodes"]]
+    new = out / "smoke-settings.yaml"
+    new.write_text(yaml.safe_dump(changed))
+    return new
+
+
 def test_changed_settings_roll_out_dynamic_at_once_and_static_one_node_at_a_time_under_load(
         cluster: NodeControl, tmp_path: Path) -> None:
     """The running deployment given a topology whose settings changed (issue 31): a dynamic broker
@@ -154,12 +166,7 @@ def test_changed_settings_roll_out_dynamic_at_once_and_static_one_node_at_a_time
     and touches nothing; with it, the broker takes its key through the admin API without a
     restart, only bk2 restarts (gated), under a recorded workload that loses nothing; a second
     ``up`` finds nothing left to change."""
-    recorded = yaml.safe_load((cluster.state_dir / "topology.yaml").read_text())
-    changed = {**recorded, "config": {"broker": {"brokerDeleteInactiveTopicsEnabled": False}}}
-    changed["nodes"] = [{**n, "config": {"bookie": {"gcWaitTime": 600000}}} if n["name"] == "bk2" else n
-                        for n in recorded["nodes"]]
-    new = tmp_path / "smoke-settings.yaml"
-    new.write_text(yaml.safe_dump(changed))
+    new = changed_settings(cluster.state_dir, tmp_path)
     state = str(cluster.state_dir)
     before = pids(cluster)
 
