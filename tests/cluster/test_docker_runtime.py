@@ -123,7 +123,7 @@ def test_changed_settings_reach_the_containers_dynamic_through_the_api_and_stati
     state = str(docker_smoke.state_dir)
     before = {n.name: docker_smoke.process_info(n.name)[0] for n in docker_smoke.topo.nodes}
 
-    applied = runner.invoke(app, ["up", "--topology", str(new), "--state-dir", state, "--apply"])
+    applied = runner.invoke(app, ["up", "--topology", str(new), "--runtime", "docker", "--state-dir", state, "--apply"])
     assert applied.exit_code == 0, applied.output
     after = {n.name: docker_smoke.process_info(n.name)[0] for n in docker_smoke.topo.nodes}
     assert [n for n in before if after[n] != before[n]] == ["bk2"], (before, after)
@@ -136,7 +136,7 @@ def test_changed_settings_reach_the_containers_dynamic_through_the_api_and_stati
         served[name] = requests.get(url, timeout=10).json().get("gcWaitTime")
     assert served["bk2"] == "600000" and served["bk1"] != "600000", served
 
-    again = runner.invoke(app, ["up", "--topology", str(new), "--state-dir", state])
+    again = runner.invoke(app, ["up", "--topology", str(new), "--runtime", "docker", "--state-dir", state])
     assert again.exit_code == 0 and "it matches its topology" in again.stdout, again.output
 
 
