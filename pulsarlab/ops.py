@@ -371,7 +371,9 @@ def status(state_dir: Path | None) -> dict:
         "upgrading_to": state.upgrading_to if (state := ClusterState.load(cluster.state_dir)) else "",
         "nodes": [asdict(n) for n in cluster.status()],
         "clusters": [
-            {"name": c.name, "service_url": topo.service_url(c.name), "web_url": topo.web_url(c.name)}
+            {"name": c.name, "service_url": topo.service_url(c.name), "web_url": topo.web_url(c.name),
+             **({"plain_service_url": plain, "plain_web_url": topo.plain_web_url(c.name)}
+                if (plain := topo.plain_service_url(c.name)) else {})}
             for c in topo.clusters
         ],
         "prometheus_url": monitoring.url(cluster),

@@ -60,6 +60,9 @@ def cluster_env(cluster: Endpoints, name: str | None = None) -> ClusterEnv:
             variables["PULSAR_AUTH_TOKEN_FILE"] = str(auth.token_file)
         if auth.ca_file is not None:
             variables["PULSAR_TLS_TRUST_CERTS_FILE"] = str(auth.ca_file)
+    if (plain := topo.plain_service_url(chosen)) is not None:  # brokers serve plain text beside TLS
+        variables["PULSAR_PLAIN_SERVICE_URL"] = plain
+        variables["PULSAR_PLAIN_ADMIN_URL"] = (topo.plain_web_url(chosen) or "").split(",")[0]
     for n, (service, web) in urls.items():
         variables[f"PULSAR_SERVICE_URL_{suffix(n)}"] = service
         variables[f"PULSAR_ADMIN_URL_{suffix(n)}"] = web

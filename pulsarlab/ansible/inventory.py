@@ -17,7 +17,6 @@ from pulsarlab.errors import TopologyError
 from pulsarlab.render import node_dirs, render_node
 from pulsarlab.runtime.jvm import pulsar_env
 from pulsarlab.topology import Role, Topology, load
-from pulsarlab.topology.model import DEFAULT_PORTS
 
 ROLE_GROUP = {Role.ZOOKEEPER: "zookeeper", Role.BOOKIE: "bookies", Role.BROKER: "brokers"}
 HOST_BASE = PurePosixPath("/var/lib/pulsarlab")  # nodes/<node>/{conf,data,logs} on each host
@@ -41,14 +40,10 @@ def host_vars(topo: Topology, name: str) -> dict[str, object]:
         "pulsar_region": node.region,
         "pulsar_rack": topo.rack_of(node),
         "pulsar_address": topo.address_of(node),
-        "pulsar_ports": {kind: node.port(kind) for kind in _port_kinds(node.role)},
+        "pulsar_ports": {kind: node.port(kind) for kind in sorted(topo.port_kinds(node))},
         "pulsar_node_dir": str(dirs.root),
         "pulsar_env": pulsar_env(topo, node, dirs),
     }
-
-
-def _port_kinds(role: Role) -> list[str]:
-    return sorted(DEFAULT_PORTS[role.value])
 
 
 def inventory(topo: Topology) -> dict[str, object]:

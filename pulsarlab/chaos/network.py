@@ -20,7 +20,6 @@ from pulsarlab.chaos.outages import region_nodes
 from pulsarlab.deployment import Endpoints, HostFilters, NodeControl
 from pulsarlab.errors import StateError
 from pulsarlab.topology import Role
-from pulsarlab.topology.model import DEFAULT_PORTS
 
 NETWORK_ACTIONS = frozenset({"partition", "isolate-zk", "mute", "heal"})
 """The actions that change packet filters (a target must let them: see ``preflight(network=True)``)."""
@@ -167,7 +166,7 @@ def isolate_zk(cluster: NodeControl, args: tuple[str, ...]) -> Done:
 def mute_host_rules(cluster: NodeControl, node: str) -> dict[str, list[str]]:
     n = cluster.topo.node(node)
     return netfilter.host_mute(netfilter.identity(cluster.state_dir), f"mute {node}", node,
-                               [n.port(kind) for kind in DEFAULT_PORTS[n.role.value]])
+                               [n.port(kind) for kind in cluster.topo.port_kinds(n)])
 
 
 def mute_rules(cluster: NodeControl, node: str) -> list[netfilter.Rule]:

@@ -164,6 +164,8 @@ def up(
         out.print(f"cluster {name!r} ready in {result.seconds:.1f}s ({len(result.started)} nodes started)")
     for c in cluster.topo.clusters:
         out.print(f"  {c.name}: {cluster.topo.service_url(c.name)}  {cluster.topo.web_url(c.name)}")
+        if (plain := cluster.topo.plain_service_url(c.name)) is not None:
+            out.print(f"  {c.name} (plain text): {plain}  {cluster.topo.plain_web_url(c.name)}")
     if monitoring:
         out.print(f"  Prometheus: {service.start(cluster).url}")
 

@@ -16,7 +16,7 @@ from enum import StrEnum
 from functools import partial
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pulsarlab.errors import TopologyError
 from pulsarlab.topology import GRANT_ACTIONS
@@ -27,6 +27,10 @@ DEFAULT_PORTS: dict[str, dict[str, int]] = {
     "bookie": {"bookie": 3181, "http": 8000},
     "broker": {"service": 6650, "web": 8080},
 }
+# a TLS broker that also serves plain text (security.plain_text): its plain-text ports, and the
+# defaults of its TLS ones (service, web) then, as Pulsar lays them out itself
+PLAIN_TEXT_PORTS = {"service_plain": 6650, "web_plain": 8080}
+TLS_BESIDE_PLAIN_TEXT = {"service": 6651, "web": 8443}
 
 
 class Role(StrEnum):
@@ -85,7 +89,9 @@ class Node(_Strict):
     jvm_options: RoleJvmOptions = Field(default_factory=RoleJvmOptions)
 
     def port(self, kind: str) -> int:
-        return self.ports.get(kind, DEFAULT_PORTS[self.role.value][kind])
+        if kind in self.ports:
+            return self.ports[kind]
+        return DEFAULT_PORTS[self.role.value][kind]
 
 
 class IsolationPolicy(_Strict):
@@ -173,6 +179,7 @@ class Security(_Strict):
     workload_role: str = "workload"
     superusers: list[str] = Field(default_factory=lambda: ["admin", "broker"])
     tls: bool = True
+    plain_text: bool = False
     # how clients may prove their role: a token (always: pulsarlab and the brokers use one), a TLS
     # client certificate signed by the CA (the role is its common name), a user of htpasswd_file
     authentication: list[Authentication] = Field(default_factory=_token_only)
@@ -216,6 +223,15 @@ class Topology(_Strict):
     # server settings of every node, per role (topology.settings): clusters and nodes override them
     config: RoleConfig = Field(default_factory=RoleConfig)
     jvm_options: RoleJvmOptions = Field(default_factory=RoleJvmOptions)
+
+    @model_validator(mode="after")
+    def fill_plain_text_ports(self) -> Topology:
+        """A broker of a topology with plain text beside TLS gets every port of both, explicit:
+        what the user set, else Pulsar's own layout."""
+        if self.plain_text:
+            for n in self.nodes_of(Role.BROKER):
+                n.ports = {**TLS_BESIDE_PLAIN_TEXT, **PLAIN_TEXT_PORTS, **n.ports}
+        return self
 
     def settings_levels(self, node: Node) -> list[Level]:
         """Where ``node``'s settings come from, lowest first: the top level, its cluster, itself."""
@@ -270,8 +286,34 @@ class Topology(_Strict):
 
     @property
     def tls(self) -> bool:
-        """Brokers speak TLS only (their ``service`` and ``web`` ports carry TLS, plain text is off)."""
+        """Brokers speak TLS on their ``service`` and ``web`` ports (plain text is off, or on ports of
+        its own: :attr:`plain_text`)."""
         return self.security is not None and self.security.tls
+
+    @property
+    def plain_text(self) -> bool:
+        """Brokers speak TLS on their ``service`` and ``web`` ports and plain text on ``service_plain`` and ``web_plain``."""
+        return self.tls and self.security is not None and self.security.plain_text
+
+    def port_kinds(self, node: Node) -> list[str]:
+        """The ports ``node`` binds, by kind."""
+        kinds = list(DEFAULT_PORTS[node.role.value])
+        if node.role == Role.BROKER and self.plain_text:
+            kinds += list(PLAIN_TEXT_PORTS)
+        return kinds
+
+    def plain_service_url(self, cluster: str) -> str | None:
+        """The plain-text ``pulsar://`` URL of a cluster whose brokers serve plain text beside TLS (else None)."""
+        if not self.plain_text:
+            return None
+        hosts = ",".join(f"{self.address_of(b)}:{b.port('service_plain')}" for b in self.nodes_of(Role.BROKER, cluster))
+        return f"pulsar://{hosts}"
+
+    def plain_web_url(self, cluster: str) -> str | None:
+        """The plain-text ``http://`` URLs of a cluster's brokers (comma-separated) when they serve plain text beside TLS."""
+        if not self.plain_text:
+            return None
+        return ",".join(f"http://{self.address_of(b)}:{b.port('web_plain')}" for b in self.nodes_of(Role.BROKER, cluster))
 
     @property
     def http_scheme(self) -> str:
@@ -299,7 +341,7 @@ class Topology(_Strict):
         out = []
         for n in self.nodes:
             addr = self.address_of(n)
-            for kind in DEFAULT_PORTS[n.role.value]:
+            for kind in self.port_kinds(n):
                 out.append((n, addr, n.port(kind)))
         return out
 
@@ -370,6 +412,8 @@ def _check_security(s: Security) -> None:
     tls_files = [f for f in ("ca_file", "cert_file", "key_file") if getattr(s, f) is not None]
     if tls_files and len(tls_files) != 3:
         raise TopologyError(f"security.{tls_files[0]}", "ca_file, cert_file and key_file go together: name all three or none")
+    if s.plain_text and not s.tls:
+        raise TopologyError("security.plain_text", "plain text beside TLS needs tls: true (without it every port is plain text)")
     if tls_files and not s.tls:
         raise TopologyError("security.ca_file", "certificates are for TLS: set tls: true or leave them out")
 
@@ -470,10 +514,12 @@ def _check_node(t: Topology, f: str, n: Node, clusters: set[str], loopback: bool
             raise TopologyError(f"{f}.cluster", "a zookeeper node serves every cluster; leave cluster unset")
     elif n.cluster not in clusters:
         raise TopologyError(f"{f}.cluster", f"unknown cluster {n.cluster!r} (clusters: {', '.join(sorted(clusters))})")
+    kinds = t.port_kinds(n)
     for kind in n.ports:
-        if kind not in DEFAULT_PORTS[n.role.value]:
-            raise TopologyError(f"{f}.ports.{kind}", f"a {n.role.value} has ports {sorted(DEFAULT_PORTS[n.role.value])}")
-    for kind in DEFAULT_PORTS[n.role.value]:
+        if kind not in kinds:
+            also = f" ({' and '.join(PLAIN_TEXT_PORTS)} with security.plain_text)" if n.role == Role.BROKER else ""
+            raise TopologyError(f"{f}.ports.{kind}", f"a {n.role.value} has ports {sorted(kinds)}{also}")
+    for kind in kinds:
         if not 1 <= n.port(kind) <= 65535:
             raise TopologyError(f"{f}.ports.{kind}", f"port {n.port(kind)} out of range 1..65535")
     try:
@@ -489,8 +535,10 @@ def _check_node(t: Topology, f: str, n: Node, clusters: set[str], loopback: bool
 def _check_port_clashes(t: Topology) -> None:
     seen: dict[tuple[str, int], str] = {}
     for n, addr, port in t.endpoints():
-        if (addr, port) in seen and seen[(addr, port)] != n.name:
-            raise TopologyError(f"nodes({n.name}).ports", f"{addr}:{port} clashes with node {seen[(addr, port)]}")
+        if (addr, port) in seen:
+            other = seen[(addr, port)]
+            raise TopologyError(f"nodes({n.name}).ports", f"{addr}:{port} clashes with "
+                                + ("another of its own ports" if other == n.name else f"node {other}"))
         seen[(addr, port)] = n.name
 
 

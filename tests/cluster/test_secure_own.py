@@ -7,6 +7,7 @@ and no credentials are refused."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import ssl
@@ -18,6 +19,7 @@ from pathlib import Path
 import jwt
 import pulsar
 import pytest
+import requests
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
@@ -136,3 +138,46 @@ def test_the_operators_files_are_what_the_broker_reads(own: Own) -> None:
     assert (files / "ca.pem").read_bytes() == own.mine.path("ca.pem").read_bytes()
     assert not (files / "ca.key").exists()
     assert (files / "htpasswd").read_bytes() == Path(own.mine.path("htpasswd")).read_bytes()
+
+
+def test_plain_text_beside_tls_serves_the_same_logins_and_grants(own: Own) -> None:
+    """The example's broker serves plain text on 6650/8080 beside TLS on 6651/8443 (Pulsar's own
+    layout, as a client suite expects it): `pulsarlab env` names both; a token and a basic user
+    each produce and consume over pulsar:// where granted; the plain admin API asks for a login;
+    the TLS ports speak TLS only."""
+    topo = own.cluster.topo
+    b = topo.nodes_of(Role.BROKER)[0]
+    address = topo.address_of(b)
+    assert {k: b.port(k) for k in ("service", "web", "service_plain", "web_plain")} == {
+        "service": 6651, "web": 8443, "service_plain": 6650, "web_plain": 8080}
+    shown = CliRunner().invoke(app, ["env", "--format", "json", "--state-dir", str(own.cluster.state_dir)])
+    assert shown.exit_code == 0, shown.output
+    env = json.loads(shown.stdout)
+    assert env["PULSAR_SERVICE_URL"] == f"pulsar+ssl://{address}:6651"
+    assert (env["PULSAR_PLAIN_SERVICE_URL"], env["PULSAR_PLAIN_ADMIN_URL"]) == (f"pulsar://{address}:6650", f"http://{address}:8080")
+
+    minted = CliRunner().invoke(app, ["token", "create", "carol", "--state-dir", str(own.cluster.state_dir)])
+    assert minted.exit_code == 0, minted.output
+    plain = {"operation_timeout_seconds": 8, "connection_timeout_ms": 5000,
+             "logger": pulsar.FileLogger(pulsar.LoggerLevel.Error, str(CLIENT_LOG))}
+    for ns, auth in {"ci/tokens": pulsar.AuthenticationToken(minted.stdout.strip()),
+                     "ci/passwords": pulsar.AuthenticationBasic("bob", "s3cret")}.items():
+        assert _round_trip(pulsar.Client(env["PULSAR_PLAIN_SERVICE_URL"], authentication=auth, **plain), ns), ns
+    c = pulsar.Client(env["PULSAR_PLAIN_SERVICE_URL"], operation_timeout_seconds=4, connection_timeout_ms=5000,
+                      logger=plain["logger"])  # no login: refused over plain text too
+    with pytest.raises(REFUSED):
+        try:
+            c.create_producer(f"persistent://ci/tokens/refused-{uuid.uuid4().hex[:8]}").send(b"x")
+        finally:
+            c.close()
+
+    tenants = f"{env['PULSAR_PLAIN_ADMIN_URL']}/admin/v2/tenants"
+    assert requests.get(tenants, timeout=10).status_code == 401
+    admin = own.cluster.client_auth()
+    assert admin is not None
+    assert "ci" in requests.get(tenants, headers=admin.headers(), timeout=10).json()
+    with socket.create_connection((address, b.port("web")), timeout=10) as raw:  # plain text to the TLS port
+        raw.sendall(b"GET /admin/v2/tenants HTTP/1.0\r\n\r\n")
+        raw.settimeout(10)
+        answer = raw.recv(64)
+    assert not answer.startswith(b"HTTP/"), answer

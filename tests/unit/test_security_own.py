@@ -130,6 +130,7 @@ def test_rsa_tokens_take_the_users_private_key(tmp_path: Path) -> None:
     ({"authentication": ["token", "basic"]}, "security.htpasswd_file", "go together"),
     ({"ca_file": "ca.pem"}, "security.ca_file", "name all three or none"),
     ({"token_key_file": "nothing-here.key"}, "security.token_key_file", "is not a readable file"),
+    ({"tls": False, "plain_text": True}, "security.plain_text", "needs tls: true"),
 ])
 def test_a_bad_security_section_is_refused_naming_the_field(tmp_path: Path, security: dict, field: str, says: str) -> None:
     (tmp_path / "ca.pem").write_text("x")
@@ -151,3 +152,40 @@ def test_validate_and_render_name_a_bad_file_before_anything_is_written(mine: Us
         assert result.exit_code == 2, result.output
         assert f"security.cert_file {stranger.path('broker.pem')}: not signed by {mine.path('ca.pem')}" in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_plain_text_beside_tls_takes_pulsars_own_ports_and_renders_both(tmp_path: Path) -> None:
+    """``plain_text: true``: the broker's TLS ports default to 6651/8443, its plain-text ones to
+    6650/8080; a node may move any of them; both pairs reach broker.conf, the web pool grows for
+    the second connector; the ports are checked like any other."""
+    topo = load(str(topology_file(tmp_path, {"plain_text": True})))
+    broker = topo.nodes_of(Role.BROKER)[0]
+    assert {k: broker.port(k) for k in topo.port_kinds(broker)} == {
+        "service": 6651, "web": 8443, "service_plain": 6650, "web_plain": 8080}
+    assert (topo.service_url("smoke"), topo.plain_service_url("smoke")) == (
+        f"pulsar+ssl://{SMOKE_BROKER_IP}:6651", f"pulsar://{SMOKE_BROKER_IP}:6650")
+    assert (topo.web_url("smoke"), topo.plain_web_url("smoke")) == (
+        f"https://{SMOKE_BROKER_IP}:8443", f"http://{SMOKE_BROKER_IP}:8080")
+    render(topo, tmp_path / "out")
+    conf = parse_properties((tmp_path / "out" / "nodes" / broker.name / "conf" / "broker.conf").read_text())
+    assert {k: conf[k] for k in ("brokerServicePort", "webServicePort", "brokerServicePortTls", "webServicePortTls")} == {
+        "brokerServicePort": "6650", "webServicePort": "8080", "brokerServicePortTls": "6651", "webServicePortTls": "8443"}
+    assert int(conf["numHttpServerThreads"]) > 4
+
+    tls_only = load(str(topology_file(tmp_path, {})))
+    assert tls_only.plain_service_url("smoke") is None
+    assert tls_only.port_kinds(tls_only.nodes_of(Role.BROKER)[0]) == ["service", "web"]
+
+    data = yaml.safe_load(topology_file(tmp_path, {"plain_text": True}).read_text())
+    for ports, says in (({"web_plain": 6651}, "clashes with another of its own ports"),
+                        ({"service_plain": 0}, "out of range")):
+        data["nodes"] = [{**n, "ports": ports} if n["role"] == "broker" else n for n in data["nodes"]]
+        (tmp_path / "bad.yaml").write_text(yaml.safe_dump(data))
+        with pytest.raises(TopologyError) as err:
+            load(str(tmp_path / "bad.yaml"))
+        assert says in str(err.value), str(err.value)
+    data["security"] = {}
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(TopologyError) as err:  # plain-text ports without plain_text
+        load(str(tmp_path / "bad.yaml"))
+    assert "service_plain and web_plain with security.plain_text" in str(err.value), str(err.value)
