@@ -24,7 +24,7 @@ from pulsarlab.render import CONF_FILE, node_dirs, parse_properties, render_node
 from pulsarlab.runtime.jvm import jvm_env
 from pulsarlab.runtime.state import ClusterState
 from pulsarlab.topology import Node, Role, Topology
-from pulsarlab.upgrade.plan import Step, load_order
+from pulsarlab.upgrade.plan import Step, load_order, node_script
 from pulsarlab.upgrade.run import NodeUpgrade
 
 
@@ -93,17 +93,16 @@ def node_changes(old: Topology, new: Topology, base_conf: Path | None = None) ->
 def mark_dynamic(topo: Topology, changes: list[NodeChange], dynamic_keys: dict[str, set[str]]) -> None:
     """Mark the broker keys that can change without a restart: dynamic in Pulsar (``dynamic_keys``,
     per cluster), given a value (not removed), and the same new value on every broker of the
-    cluster (a dynamic value is the cluster's, not one broker's)."""
+    cluster (a dynamic value is the cluster's, not one broker's). The rule is the playbooks' own
+    (files/dynamic_settings.py), which deploy.yml follows on hosts."""
     by_name = {c.node: c for c in changes}
+    same_everywhere = node_script("dynamic_settings").same_everywhere
     for cluster in topo.clusters:
         brokers = [b.name for b in topo.nodes_of(Role.BROKER, cluster.name)]
-        keys = {k.key for b in brokers if b in by_name for k in by_name[b].server}
-        for key in sorted(keys & dynamic_keys.get(cluster.name, set())):
-            values = {next((k.new for k in by_name[b].server if k.key == key), "unchanged") if b in by_name
-                      else "unchanged" for b in brokers}
-            if len(values) == 1 and None not in values and "unchanged" not in values:
-                for b in brokers:
-                    by_name[b].dynamic.append(key)
+        changed = [{k.key: k.new for k in by_name[b].server} if b in by_name else {} for b in brokers]
+        for key in same_everywhere(changed, dynamic_keys.get(cluster.name, set())):
+            for b in brokers:
+                by_name[b].dynamic.append(key)
 
 
 def dynamic_keys(cluster: Upgradable) -> dict[str, set[str]]:

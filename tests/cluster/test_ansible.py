@@ -1,7 +1,8 @@
 """The playbooks on rehearsal hosts (``pulsarlab hosts up``: one container per node, each in its own
 network namespace with its own address, reached over SSH): ``deploy.yml`` and ``configure.yml``
 put ``sync`` (Pulsar 4.0.6) onto nine of ten hosts; placement is proven and messages go through
-pulsarlab; a second deploy restarts only the node whose file changed and changes nothing else;
+pulsarlab; a dynamic broker key given in the topology reaches every broker through the admin
+API with no restart; a second deploy restarts only the node whose file changed and changes nothing else;
 add-bookie brings in the tenth host. One recorded workload runs from the rolling-restart and
 replace-bookie runbooks through the region failover drill to the upgrade (every node onto 4.0.8,
 one at a time) and the rollback (every node back onto 4.0.6), and the verifier judges its whole
@@ -35,7 +36,7 @@ from tests.cluster.ansible_deployed import (
     node_log_tail,
     running_workload,
 )
-from tests.cluster.ansible_hosts import LabHosts, docker
+from tests.cluster.ansible_hosts import LabHosts, Play, docker
 from tests.cluster.test_sync import _drain, _produce, assert_placed_in_both_regions
 
 pytestmark = pytest.mark.cluster
@@ -116,15 +117,49 @@ def test_placement_puts_a_copy_in_each_region_and_messages_go_through(configured
     assert set(sent) <= _drain(cluster, topic, set(sent))
 
 
+def test_a_dynamic_broker_setting_of_the_topology_reaches_every_broker_without_a_restart(
+        configured: Deployed, tmp_path: Path) -> None:
+    """The operator's topology gives every broker a new value of a key Pulsar changes at run time
+    (issue 31): rendered again, deploy.yml sets it through the admin API and restarts nothing, every
+    broker runs the new value; the old topology back, the same way back."""
+    key = "brokerDeleteInactiveTopicsEnabled"
+    brokers = [n for n in configured.small.nodes if n.role == Role.BROKER]
+
+    def running_values() -> dict[str, str]:
+        return {b.name: requests.get(f"http://{configured.small.address_of(b)}:{b.port('web')}/admin/v2/brokers/configuration/runtime",
+                                     timeout=10).json()[key] for b in brokers}
+
+    def deployed_with(config: dict) -> Play:
+        topo = tmp_path / "sync-at-hosts.yaml"
+        topo.write_text(yaml.safe_dump({**configured.small.model_dump(mode="json", exclude_none=True), "config": config}))
+        ops.render_topology(str(topo), configured.render_dir, runtime="ansible")
+        return configured.play("deploy.yml")
+
+    assert set(running_values().values()) == {"true"}
+    pids = configured.pids()
+    try:
+        play = deployed_with({"broker": {key: False}})
+        assert play.rc == 0, configured.failed(play)
+        assert configured.pids() == pids  # nothing restarted
+        assert set(running_values().values()) == {"false"}, running_values()
+        assert task_hosts(play.output, "Set the keys through one broker of the cluster", role=False) == {brokers[0].name}
+        assert task_hosts(play.output, "Note that the broker runs its new settings without a restart", role=False) == {
+            b.name for b in brokers}
+    finally:
+        back = deployed_with({})
+    assert back.rc == 0, configured.failed(back)
+    assert configured.pids() == pids and set(running_values().values()) == {"true"}, running_values()
+
+
 def test_a_second_deploy_changes_only_the_node_whose_file_changed_then_nothing(configured: Deployed) -> None:
-    """The second deploy.yml over a running cluster, with one broker's file changed: only that
-    broker is restarted, every other host reports no change (the idempotence of the whole play);
+    """The second deploy.yml over a running cluster, with a static key of one broker's file changed:
+    only that broker is restarted, every other host reports no change (the idempotence of the whole play);
     the next run changes nothing on that host either, and a second configure.yml changes nothing.
     The upgrade test, later, restarts every node onto files written anew (this host's, too)."""
     conf = configured.render_dir / "host_files" / "pulsar2-us" / "conf" / "broker.conf"
     original = conf.read_text()
     pids = configured.pids()
-    conf.write_text(original + "# changed by the test\n")
+    conf.write_text(original + "# changed by the test (a static key: only a restart applies it)\nnumIOThreads=3\n")
     try:
         play = configured.play("deploy.yml")
         assert play.rc == 0, play.output[-6000:]
@@ -139,16 +174,16 @@ def test_a_second_deploy_changes_only_the_node_whose_file_changed_then_nothing(c
         again = configured.play("deploy.yml", "--limit", "pulsar2-us")
         assert again.rc == 0 and {h: r["changed"] for h, r in again.recap().items()} == {"pulsar2-us": 0}, again.output[-3000:]
     finally:
-        # the rendered file again; the host keeps the one with the comment (a harmless line) until
-        # the upgrade writes every host's files and restarts each node anyway
+        # the rendered file again; the host keeps the changed one (a harmless value) until the
+        # upgrade writes every host's files and restarts each node anyway
         conf.write_text(original)
     conf_again = configured.play("configure.yml", "-e", f"pulsarlab_state_dir={configured.state_dir}")
     assert conf_again.rc == 0 and conf_again.recap()["localhost"]["changed"] == 0, conf_again.output[-3000:]
 
 
-def task_hosts(output: str, task: str) -> set[str]:
-    """The hosts a task of a play's output changed."""
-    block = output.split(f"TASK [pulsar_node : {task}]", 1)[1].split("\nTASK [", 1)[0]
+def task_hosts(output: str, task: str, role: bool = True) -> set[str]:
+    """The hosts a task of a play's output changed (``role``: a task of the pulsar_node role)."""
+    block = output.split(f"TASK [{'pulsar_node : ' if role else ''}{task}]", 1)[1].split("\nTASK [", 1)[0]
     return set(re.findall(r"^changed: \[([^\]]+)\]", block, re.M))
 
 

@@ -3,6 +3,8 @@ admin API without a restart, and what still counts as the same deployment (no cl
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -78,3 +80,62 @@ def test_settings_are_not_what_makes_a_deployment_another() -> None:
     assert a != b and without_settings(a) == without_settings(b)
     other = parse({**sync(), "regions": ["eu", "us"], "address_prefix": "127.9"}).model_dump(mode="json")
     assert without_settings(a) != without_settings(other)
+
+
+def _script():
+    from pulsarlab.upgrade.plan import node_script
+
+    return node_script("dynamic_settings")
+
+
+def _read(tmp_path: Path, started: str | None, now: str, extra: dict[str, str] | None = None) -> dict:
+    """What the hosts' ``read`` prints for a broker folder (its admin API replaced by Pulsar's list)."""
+    script = _script()
+    (tmp_path / "conf").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "conf" / "broker.conf").write_text(now)
+    if started is not None:
+        (tmp_path / "started-conf").mkdir(exist_ok=True)
+        (tmp_path / "started-conf" / "broker.conf").write_text(started)
+    for name, text in (extra or {}).items():
+        (tmp_path / "conf" / name).write_text(text)
+    real, script._call = script._call, lambda conf, method, path: ["brokerDeleteInactiveTopicsEnabled"]
+    try:
+        return script.read(tmp_path)
+    finally:
+        script._call = real
+
+
+def test_the_hosts_read_the_keys_changed_since_the_start_a_later_line_winning(tmp_path: Path) -> None:
+    started = "a=1\nbrokerDeleteInactiveTopicsEnabled=true\ngone=x\n"
+    now = "# a comment\na=1\nbrokerDeleteInactiveTopicsEnabled=true\nbrokerDeleteInactiveTopicsEnabled=false\nnew=y\n"
+    got = _read(tmp_path / "b", started, now)
+    assert got == {"changed": {"brokerDeleteInactiveTopicsEnabled": "false", "new": "y", "gone": None}, "others": [],
+                   "dynamic": ["brokerDeleteInactiveTopicsEnabled"]}
+    assert _read(tmp_path / "c", started, started, {"log4j2.yaml": "x"})["others"] == ["log4j2.yaml"]
+    assert _read(tmp_path / "d", None, now)["changed"] is None  # started before its files were kept: a restart
+
+
+def test_the_hosts_plan_sets_a_key_changed_alike_on_every_broker_and_restarts_the_rest() -> None:
+    script = _script()
+    key = "brokerDeleteInactiveTopicsEnabled"
+
+    def ran(changed: dict | None, others: tuple[str, ...] = ()) -> dict:
+        return {"rc": 0, "stdout": json.dumps({"changed": changed, "others": list(others), "dynamic": [key]})}
+
+    def plan(results: dict[str, dict], clusters: dict[str, str] | None = None) -> dict:
+        return script.plan(script.readings(clusters or dict.fromkeys(results, "c"), results))
+
+    both = plan({"b1": ran({key: "false"}), "b2": ran({key: "false"})})
+    assert both == {"set": {"c": {key: "false"}}, "setter": {"c": "b1"}, "no_restart": ["b1", "b2"]}
+    # a static key beside it restarts that broker; the dynamic one is still set for the cluster
+    assert plan({"b1": ran({key: "false", "numIOThreads": "3"}), "b2": ran({key: "false"})})["no_restart"] == ["b2"]
+    # one broker alone, a broker that could not say, another file changed: no run-time value
+    for results in ({"b1": ran({key: "false"}), "b2": {"skipped": True}},
+                    {"b1": ran({key: "false"}), "b2": {"rc": 1, "stderr": "connection refused"}},
+                    {"b1": ran({key: "false"}), "b2": ran(None)}):
+        assert plan(results)["set"] == {}, results
+    assert plan({"b1": ran({key: "false"}, ("hosts",)), "b2": ran({key: "false"})})["no_restart"] == ["b2"]
+    # a change of comments alone needs no restart; each cluster decides for itself
+    assert plan({"b1": ran({}), "b2": {"skipped": True}})["no_restart"] == ["b1"]
+    two = plan({"e1": ran({key: "false"}), "u1": ran({key: "true"})}, {"e1": "eu", "u1": "us"})
+    assert two["set"] == {"eu": {key: "false"}, "us": {key: "true"}} and two["no_restart"] == ["e1", "u1"]
