@@ -55,6 +55,12 @@ class NodeRuntime(RecordedDeployment):
     def spawn(self, node: Node) -> None:
         """Start one node without waiting for it to be ready."""
 
+    def spawn_all(self, nodes: list[Node]) -> None:
+        """Start the nodes without waiting for them (a runtime that starts several in one call
+        overrides this)."""
+        for n in nodes:
+            self.spawn(n)
+
     @abc.abstractmethod
     def stop_process(self, name: str, kill: bool) -> int | None:
         """Stop a running node: SIGTERM and wait (then SIGKILL), or SIGKILL at once. Returns when
@@ -272,7 +278,8 @@ class NodeRuntime(RecordedDeployment):
         for n in nodes:
             self.say.begin(n.name, n.name, "starting")
             self.wait_registration_gone(n)
-            self.spawn(n)
+        if nodes:
+            self.spawn_all(nodes)
 
     def _wait_ready(self, nodes: list[Node]) -> None:
         if not nodes:
