@@ -107,12 +107,25 @@ def _in_every_region(cluster: Endpoints, topic: str, _args: list[str]) -> tuple[
     return status == PASS, seen
 
 
+def _missing_copy_in(cluster: Endpoints, topic: str, args: list[str]) -> tuple[bool, str]:
+    """Some ledger of the topic (the open one too) has entries placed with no copy in the region."""
+    try:
+        seen = placement_read(cluster, topic)
+    except PulsarlabError as exc:
+        return False, f"placement unknown: {str(exc).splitlines()[0]}"
+    lacking = [led["ledger"] for led in seen["ledgers"] if args[0] in led["missing_regions"]]
+    if lacking:
+        return True, f"ledger(s) {', '.join(map(str, lacking))}: no copy in {args[0]}"
+    return False, placement_judged(seen)[0]
+
+
 CONDITIONS: dict[str, Condition] = {
     "node_alive": Condition(_one_node, _node_alive),
     "node_dead": Condition(_one_node, _node_dead),
     "topic_owned_in": Condition(_one_region, _owned_in, _unload),
     "under_replicated": Condition(_count, _under_replicated),
     "in_every_region": Condition(_no_args, _in_every_region),
+    "missing_copy_in": Condition(_one_region, _missing_copy_in),
 }
 
 

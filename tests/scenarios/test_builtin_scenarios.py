@@ -138,9 +138,12 @@ def test_sync_region_return_repairs_placement_to_a_copy_per_region(no_pooled_clu
     code, v, run_dir = run("sync-region-return", tmp_path)
     assert code == 0, json.dumps(v, indent=2)
     assert (v["status"], v["rpo"], v["checks"]["lost"]) == ("pass", 0, 0)
+    [damage] = [w for w in v["waits"] if w["condition"].split()[0] == "missing_copy_in"]
     [repair] = [w for w in v["waits"] if w["condition"] == "in_every_region"]
-    # measured, not assumed: the wait started with a ledger lacking eu, and the repair ended it
-    assert repair["held"] and "no copy in eu" in repair["first_seen"], repair
+    # measured, not assumed: us wrote a ledger with no copy in eu while eu was down, and the repair
+    # ended with every entry in both regions
+    assert damage["held"] and "no copy in eu" in damage["seen"], damage
+    assert repair["held"], repair
     placed = next(e for e in v["expectations"] if e["name"] == "placement")
     assert placed["status"] == "pass" and "each entry in eu, us" in placed["actual"], placed
     print(f"placement repaired {repair['seconds']:.1f}s after the unload: {repair['first_seen']} -> {repair['seen']}")

@@ -74,7 +74,7 @@ def test_the_return_scenario_needs_the_repair_on_a_running_deployment() -> None:
     sc = load_scenario("sync-region-return")
     assert sc.topology_model().cluster("mycluster").placement_repair_s
     assert sc.expect.placement == "every_region"
-    assert [s.wait for s in sc.schedule if s.wait] == ["in_every_region"]
+    assert [s.wait for s in sc.schedule if s.wait] == ["missing_copy_in eu", "in_every_region"]
     assert any("placement_repair_s" in p for p in misfits(sc, load("sync")))  # plain sync lacks it
     assert misfits(sc, sc.topology_model()) == []
 
