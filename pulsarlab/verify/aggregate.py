@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from pulsarlab.verify.checks import summarise
 from pulsarlab.verify.events import (
+    BLOCK_BITS,
     CID_SHIFT,
     CONSUMER_SHIFT,
     NO_CLUSTER,
@@ -40,46 +41,80 @@ def reduce_events(plan: Plan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.
 def aggregate(events: pa.Table, plan: Plan) -> pa.Table:
     """One row per message (the columns the checks read), from its events.
 
-    Events are sorted by message once; an aggregate over the rows of one kind is a scatter into the
-    message's slot when no message has two such rows (the usual case), else a hash aggregation.
+    Each event gets its message's slot: with one key per message, arithmetically (a task holds
+    whole blocks of consecutive seqs, see :data:`~pulsarlab.verify.events.BLOCK_BITS`: the slot is
+    the block's number in the task and the seq's place in it, no sort); else by sorting. An
+    aggregate over the events of one kind is then a scatter into the slots, and a hash aggregation
+    of the few events whose message has two such events.
     """
-    if plan.one_key:
-        key = events.column("mkey").combine_chunks()
-    else:  # (pidx, seq) as one long, seq by its rank among this task's seqs
-        seqs = pc.dictionary_encode(events.column("seq").combine_chunks())
-        codes = pc.cast(seqs.indices.fill_null(len(seqs.dictionary)), pa.int64())
-        key = pc.add(pc.shift_left(events.column("pidx").combine_chunks(), 32), codes)
-    order = pc.sort_indices(key)
-    events, key = events.take(order), key.take(order)
-    new = run_starts(key)
-    seg = pc.subtract(pc.cumulative_sum(pc.cast(new, pa.int64())), 1)
-    firsts = pc.indices_nonzero(new)
     out: dict[str, pa.Array] = {}
-    if plan.one_key:
-        out["mkey"] = key.take(firsts)
+    dense = _dense_slots(events.column("mkey").combine_chunks()) if plan.one_key else None
+    if dense is not None:
+        seg, m, mkey = dense
     else:
-        out["pidx"] = events.column("pidx").take(firsts).combine_chunks()
-        out["seq"] = events.column("seq").take(firsts).combine_chunks()
+        if plan.one_key:
+            key = events.column("mkey").combine_chunks()
+        else:  # (pidx, seq) as one long, seq by its rank among this task's seqs
+            seqs = pc.dictionary_encode(events.column("seq").combine_chunks())
+            codes = pc.cast(seqs.indices.fill_null(len(seqs.dictionary)), pa.int64())
+            key = pc.add(pc.shift_left(events.column("pidx").combine_chunks(), 32), codes)
+        order = pc.sort_indices(key)
+        events, key = events.take(order), key.take(order)
+        new = run_starts(key)
+        seg = pc.subtract(pc.cumulative_sum(pc.cast(new, pa.int64())), 1)
+        firsts = pc.indices_nonzero(new)
+        m = len(firsts)
+        if plan.one_key:
+            out["mkey"] = key.take(firsts)
+        else:
+            out["pidx"] = events.column("pidx").take(firsts).combine_chunks()
+            out["seq"] = events.column("seq").take(firsts).combine_chunks()
     tag = events.column("tag").combine_chunks()
     columns = {"s": seg, "tag": tag, **{x: events.column(x).combine_chunks() for x in ("a", "b", "c", "d")}}
-    ev = _ByOp(columns, len(firsts))
+    ev = _ByOp(columns, m, ordered=dense is None)
     _per_message(ev, plan, out)
     _per_cluster(ev, plan, out)
     _per_subscription(ev, plan, out)
-    return pa.table(out)
+    if dense is None:
+        return pa.table(out)
+    used = ev.present({"s": seg})  # slots of no message (gaps in the seqs) are left out
+    return pa.table({"mkey": mkey(pc.indices_nonzero(used)), **{k: v.filter(used) for k, v in out.items()}})
+
+
+def _dense_slots(key: pa.Array) -> tuple[pa.Array, int, Any] | None:
+    """Each event's slot (its block's number among this task's blocks, then the seq's place in
+    the block), the number of slots and how to turn slots back into message keys; None when the
+    seqs are too sparse for slots to pay (more than 4 slots per event)."""
+    blocks = pc.dictionary_encode(pc.shift_right(key, BLOCK_BITS))
+    m = len(blocks.dictionary) << BLOCK_BITS
+    if m > 4 * len(key) + (1 << BLOCK_BITS):
+        return None
+    low = (1 << BLOCK_BITS) - 1
+    slots = pc.add(pc.shift_left(pc.cast(blocks.indices, pa.int64()), BLOCK_BITS), pc.bit_wise_and(key, low))
+    base = pc.shift_left(blocks.dictionary, BLOCK_BITS)
+
+    def mkey(at: pa.Array) -> pa.Array:
+        at = pc.cast(at, pa.int64())
+        return pc.add(pc.take(base, pc.shift_right(at, BLOCK_BITS)), pc.bit_wise_and(at, low))
+
+    return slots, m, mkey
 
 
 class _ByOp:
-    """A task's events split by op (still in message order), and reductions of them to one value
-    per message slot (``m`` slots)."""
+    """A task's events split by op, and reductions of them to one value per message slot (``m``
+    slots). ``ordered``: the events come sorted by slot."""
 
-    def __init__(self, columns: dict[str, pa.Array], m: int) -> None:
+    def __init__(self, columns: dict[str, pa.Array], m: int, ordered: bool = True) -> None:
         self.m = m
         opc = pc.bit_wise_and(columns["tag"], 15)
         self.subsets: dict[int, dict[str, pa.Array]] = {}  # op code -> its events
         for code in pc.unique(opc).to_pylist():
             where = pc.indices_nonzero(pc.equal(opc, code))
-            self.subsets[code] = {name: col.take(where) for name, col in columns.items()}
+            subset = {name: col.take(where) for name, col in columns.items()}
+            shared = _shared(subset["s"], m, ordered)
+            if shared is not None:  # events whose message has another of this op: reduced by hash aggregation
+                subset["shared"] = shared
+            self.subsets[code] = subset
         self.none = {name: col.slice(0, 0) for name, col in columns.items()}
 
     def rows(self, op: str | int, where: Any = None) -> dict[str, pa.Array]:
@@ -91,10 +126,11 @@ class _ByOp:
         return {name: col.filter(mask) for name, col in t.items()}
 
     def reduce(self, t: dict[str, pa.Array], values: str | pa.Array, how: str) -> pa.Array:
-        s, v = t["s"], t[values] if isinstance(values, str) else values
+        s, v, shared = t["s"], t[values] if isinstance(values, str) else values, t.get("shared")
         if v.null_count:
-            s, v = s.filter(v.is_valid()), v.drop_null()
-        return _scatter_reduce(s, v, how, self.m)
+            valid = v.is_valid()
+            s, v, shared = s.filter(valid), v.drop_null(), shared.filter(valid) if shared is not None else None
+        return _scatter_reduce(s, v, how, self.m, shared)
 
     def present(self, t: dict[str, pa.Array]) -> pa.Array:
         if not len(t["s"]):
@@ -161,13 +197,12 @@ def _per_subscription(ev: _ByOp, plan: Plan, out: dict[str, pa.Array]) -> None:
         out[f"recv_first_{j}"] = first = ev.reduce(got, "a", "min")
         out[f"recv_last_{j}"] = ev.reduce(got, "a", "max")
         out[f"ack_first_{j}"] = ev.reduce(ev.rows("ack", lambda t, j=j: pc.equal(_sid(t), j)), "a", "min")
-        # the consumer of the first delivery (of the earliest such row when several share its time)
+        # the consumer of the first delivery (the lowest numbered when several received it at that time)
         at_first = pc.equal(got["a"], first.take(got["s"])).fill_null(False)
-        s = got["s"].filter(at_first)
-        keep = run_starts(s)
-        who = pc.subtract(pc.shift_right(got["tag"].filter(at_first).filter(keep), CONSUMER_SHIFT), 1)
+        tied = {name: col.filter(at_first) for name, col in got.items()}
+        who = pc.subtract(pc.shift_right(tied["tag"], CONSUMER_SHIFT), 1)
         who = pc.if_else(pc.greater_equal(who, 0), who, pa.scalar(None, pa.int64()))
-        out[f"consumer_{j}"] = pc.cast(_scatter_reduce(s.filter(keep), who, "min", ev.m), pa.int32())
+        out[f"consumer_{j}"] = pc.cast(ev.reduce(tied, who, "min"), pa.int32())
 
 
 def _cid(tag: pa.Array) -> pa.Array:
@@ -178,16 +213,31 @@ def _sid(tag: pa.Array) -> pa.Array:
     return pc.subtract(pc.bit_wise_and(pc.shift_right(tag, SID_SHIFT), SID_MASK), 1)
 
 
-def _repeats(s: pa.Array) -> bool:
-    """Whether a sorted array of message slots names a slot twice."""
-    return len(s) > 1 and bool(pc.any(pc.equal(s.slice(1), s.slice(0, len(s) - 1))).as_py())
+def _shared(s: pa.Array, m: int, ordered: bool) -> pa.Array | None:
+    """Which events share their slot with another (``s`` sorted when ``ordered``); None when none does."""
+    if len(s) < 2:
+        return None
+    if ordered:
+        same = pc.equal(s.slice(1), s.slice(0, len(s) - 1))
+        if not pc.any(same).as_py():
+            return None
+        edge = pa.array([False])
+        return pc.or_(pa.concat_arrays([edge, same]), pa.concat_arrays([same, edge]))
+    ids = pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), len(s)))
+    lost = pc.not_equal(pc.take(pc.scatter(ids, s, max_index=m - 1), s), ids)  # another event took its slot
+    if not pc.any(lost).as_py():
+        return None
+    return pc.is_in(s, value_set=pc.unique(s.filter(lost)))
 
 
-def _scatter_reduce(s: pa.Array, v: pa.Array, how: str, m: int) -> pa.Array:
-    """``how`` of the values ``v`` per message slot ``s`` (sorted), as an array of ``m`` slots."""
+def _scatter_reduce(s: pa.Array, v: pa.Array, how: str, m: int, shared: pa.Array | None = None) -> pa.Array:
+    """``how`` of the values ``v`` per message slot ``s``, as an array of ``m`` slots: a scatter,
+    and a hash aggregation of the events marked ``shared`` (their slot may hold several)."""
     if len(s) == 0:
         return pa.nulls(m, v.type)
-    if _repeats(s):
-        g = pa.table({"s": s, "v": v}).group_by("s", use_threads=False).aggregate([("v", how)])
-        s, v = g.column("s").combine_chunks(), g.column(f"v_{how}").combine_chunks()
-    return pc.scatter(v, s, max_index=m - 1)
+    out = pc.scatter(v, s, max_index=m - 1)
+    if shared is None or not pc.any(shared).as_py():
+        return out
+    g = pa.table({"s": s.filter(shared), "v": v.filter(shared)}).group_by("s", use_threads=False).aggregate([("v", how)])
+    fixed = pc.scatter(g.column(f"v_{how}").combine_chunks(), g.column("s").combine_chunks(), max_index=m - 1)
+    return pc.coalesce(fixed, out)

@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 SEQ_BITS = 40  # a message is producer index << 40 | seq
 NO_SEQ = (1 << SEQ_BITS) - 1  # stands for a null seq in a message key
 POSITION_BITS = 40  # a stored position is (partition + 1) << 40 | read_index
+BLOCK_BITS = 10  # messages go to reduce tasks in blocks of 1,024 consecutive seqs of a producer
 OPS = ("invoke", "ok", "info", "fail", "receive", "ack", "nack", "read")
 OP_CODE = {name: code for code, name in enumerate(OPS, start=1)}  # 0: an op/type pair the verifier ignores
 SEND_TYPES = ("invoke", "ok", "info", "fail")
@@ -289,12 +290,16 @@ def read_units(units: list[Unit], ctx: Context, ids: Iterator[pa.RecordBatch]) -
 
 
 def message_part(events: pa.Table, parts: int) -> pa.Array:
-    """Which of ``parts`` reduce tasks handles each event's message: a multiplicative hash of it."""
+    """Which of ``parts`` reduce tasks handles each event's message: a multiplicative hash of its
+    block (:data:`BLOCK_BITS`) when messages have one key, else of the message."""
 
     def u64(name: str) -> pa.Array:
         return events.column(name).combine_chunks().fill_null(-1).view(pa.uint64())
 
-    key = u64("mkey") if "mkey" in events.column_names else pc.add(pc.multiply(u64("pidx"), _u64(_M1)), u64("seq"))
+    if "mkey" in events.column_names:
+        key = pc.shift_right(u64("mkey"), _u64(BLOCK_BITS))
+    else:
+        key = pc.add(pc.multiply(u64("pidx"), _u64(_M1)), u64("seq"))
     spread = pc.shift_right(pc.multiply(key, _u64(_M0)), _u64(33))
     return pc.cast(pc.subtract(spread, pc.multiply(pc.divide(spread, _u64(parts)), _u64(parts))), pa.int64())
 

@@ -94,41 +94,91 @@ def read_scans(paths: list[str]) -> list[Scan]:
     out = []
     for path in paths:
         try:
-            names = set(pq.read_schema(path).names)
-            table = pq.ParquetFile(path, page_checksum_verification=True, read_dictionary=["op", "cluster", "topic"]).read(
-                columns=[c for c in SCAN_COLUMNS if c in names])
+            out += _scans_of(path)
         except (OSError, ValueError) as exc:
             raise UnreadablePart(path, first_line(exc)) from exc
-        reads = table.filter(pc.equal(table.column("op"), "read"))
-        rows, last = _reads_per_partition(reads)
-        table = table.filter(pc.equal(table.column("op"), "scan"))
-        for r in table.to_pylist():
-            cluster, topic = r.get("cluster") or "", r.get("topic") or ""
-            out.append(Scan(cluster, topic, r.get("read_index") or 0, r.get("message_id"), r.get("end_message_id"),
-                            r.get("error"), file=str(path), rows=rows.get((cluster, topic), 0),
-                            last_read=last.get((cluster, topic))))
     return out
 
 
-def _reads_per_partition(reads: pa.Table) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], str | None]]:
-    """Per (cluster, partition): how many read rows, and the message id of the one read last."""
-    keys = ["cluster", "topic"]
-    counted = reads.select(keys).group_by(keys).aggregate([("cluster", "count", pc.CountOptions("all"))])
-    rows = {(r["cluster"] or "", r["topic"] or ""): r["cluster_count"] for r in counted.to_pylist()}
+def _scans_of(path: str) -> list[Scan]:
+    """The scans of one file. Its narrow columns are read whole; the strings (message ids) only in
+    the row groups that hold a scan row or a partition's last read row."""
+    pf = pq.ParquetFile(path, page_checksum_verification=True, read_dictionary=["op", "cluster", "topic"])
+    names = set(pf.schema_arrow.names)
+    table = pf.read(columns=[c for c in SCAN_COLUMNS[:4] if c in names])
+    table = table.unify_dictionaries().combine_chunks()  # row groups have dictionaries of their own
+    clusters, ccode = _coded(table, "cluster")
+    topics, tcode = _coded(table, "topic")
+    code = pc.add(pc.multiply(ccode, len(topics)), tcode)
+
+    def named(k: int) -> tuple[str, str]:
+        return clusters[k // len(topics)] or "", topics[k % len(topics)] or ""
+
+    op = table.column("op")
+    is_read = pc.equal(op, "read").fill_null(False)
+    counted = pc.value_counts(code.filter(is_read))
+    rows = {named(k): n for k, n in zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist(),
+                                        strict=True)}
+    scans = pc.indices_nonzero(pc.equal(op, "scan").fill_null(False)).to_pylist()
+    tops: list[tuple[int, int]] = []  # (row, partition code) of each partition's last read rows
+    if {"read_index", "message_id"} <= names:
+        tops = _last_reads(code.filter(is_read), table.column("read_index").filter(is_read), pc.indices_nonzero(is_read))
+    strings = _rows_at(pf, sorted({*scans, *(row for row, _ in tops)}), [c for c in SCAN_COLUMNS[4:] if c in names])
     last: dict[tuple[str, str], str | None] = {}
-    if {"read_index", "message_id"} <= set(reads.column_names):
-        top = reads.group_by(keys).aggregate([("read_index", "max")])
-        for r in top.to_pylist():
-            key = (r["cluster"] or "", r["topic"] or "")
-            mine = reads.filter(pc.and_(_is(reads, "cluster", r["cluster"]), _is(reads, "topic", r["topic"])))
-            at = mine.filter(_is(mine, "read_index", r["read_index_max"])).column("message_id")
-            last[key] = at[len(at) - 1].as_py() if len(at) else None
-    return rows, last
+    for row, k in tops:  # in file order: the last one stays
+        last[named(k)] = strings[row].get("message_id")
+    out = []
+    at = pa.array(scans, pa.int64())
+    indices = table.column("read_index").take(at).to_pylist() if "read_index" in names else [None] * len(scans)
+    for row, k, index in zip(scans, code.take(at).to_pylist(), indices, strict=True):
+        key = named(k)
+        r = strings[row]
+        out.append(Scan(key[0], key[1], index or 0, r.get("message_id"),
+                        r.get("end_message_id"), r.get("error"), file=str(path), rows=rows.get(key, 0),
+                        last_read=last.get(key)))
+    return out
 
 
-def _is(table: pa.Table, column: str, value: object) -> pa.ChunkedArray:
-    col = table.column(column)
-    return pc.is_null(col) if value is None else pc.fill_null(pc.equal(col, value), False)
+def _last_reads(code: pa.Array, index: pa.Array, rows: pa.Array) -> list[tuple[int, int]]:
+    """(row, partition code) of the read rows at their partition's highest ``read_index`` (all
+    rows of a partition whose every index is null), in file order."""
+    top = pa.table({"k": code, "i": index}).group_by("k", use_threads=False).aggregate([("i", "max")])
+    highest: list[int | None] = [None] * (pc.max(code).as_py() + 1 if len(code) else 0)
+    for k, i in zip(top.column("k").to_pylist(), top.column("i_max").to_pylist(), strict=True):
+        highest[k] = i
+    mine = pc.take(pa.array(highest, pa.int64()), code)
+    at_top = pc.if_else(mine.is_null(), index.is_null(), pc.equal(index, mine).fill_null(False))
+    return list(zip(rows.filter(at_top).to_pylist(), code.filter(at_top).to_pylist(), strict=True))
+
+
+def _rows_at(pf: pq.ParquetFile, rows: list[int], columns: list[str]) -> dict[int, dict[str, Any]]:
+    """``columns`` of the given rows (sorted), reading only the row groups that hold them."""
+    out: dict[int, dict[str, Any]] = {row: {} for row in rows}
+    if not columns or not rows:
+        return out
+    start, i = 0, 0
+    for rg in range(pf.metadata.num_row_groups):
+        end = start + pf.metadata.row_group(rg).num_rows
+        local = []
+        while i < len(rows) and rows[i] < end:
+            local.append(rows[i] - start)
+            i += 1
+        if local:
+            picked = pf.read_row_group(rg, columns=columns).take(pa.array(local, pa.int64()))
+            for j, values in zip(local, picked.to_pylist(), strict=True):
+                out[start + j] = values
+        start = end
+    return out
+
+
+def _coded(table: pa.Table, name: str) -> tuple[list[str | None], pa.Array]:
+    """A column's distinct values (None last) and each row's index among them, as int64."""
+    if name not in table.column_names:
+        return [None], pa.repeat(pa.scalar(0, pa.int64()), table.num_rows)
+    col = table.column(name).combine_chunks()
+    col = col if pa.types.is_dictionary(col.type) else pc.dictionary_encode(col)
+    values = [*col.dictionary.to_pylist(), None]
+    return values, pc.cast(col.indices.fill_null(len(values) - 1), pa.int64())
 
 
 def contradictions(scans: list[Scan]) -> list[str]:

@@ -6,14 +6,24 @@ partitioning delivers each to the partition it stands for.
 from __future__ import annotations
 
 import math
-import pickle
 from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pulsarlab.verify.plan import PARTIAL, Gap, Plan, add_found, example, first_rows, routed_row, sort_indices, true_only
+from pulsarlab.verify.plan import (
+    PARTIAL,
+    Gap,
+    Plan,
+    add_found,
+    example,
+    first_rows,
+    routed_row,
+    sort_indices,
+    true_only,
+    unpacked,
+)
 
 
 def spark_partition(value: int, partitions: int) -> int:
@@ -53,7 +63,7 @@ def resolve(plan: Plan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Record
             if route == PARTIAL:
                 yield pa.record_batch({"route": pa.array([route], pa.int64()), "payload": pa.array([payload])})
                 continue
-            *what, rows = pickle.loads(payload)
+            *what, rows = unpacked(payload)
             tables.setdefault(tuple(what), []).append(rows)
     for what, parts in tables.items():
         if what[0] == "gap":

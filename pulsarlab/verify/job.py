@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import functools
 import json
-import pickle
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -50,7 +49,7 @@ from pulsarlab.verify.events import NO_SEQ, Context, Unit
 from pulsarlab.verify.evidence import replication_targets
 from pulsarlab.verify.model import CHECKS, MAX_EXAMPLES, Check, Expectations, Verdict
 from pulsarlab.verify.parts import missing_on_executor, unreadable_in
-from pulsarlab.verify.plan import BY_CLUSTER_SEP, Example, Plan, add_found
+from pulsarlab.verify.plan import BY_CLUSTER_SEP, Example, Plan, add_found, unpacked
 from pulsarlab.verify.reconcile import Reconciled, reconcile
 from pulsarlab.verify.session import QUICK_JIT_MAX_ROWS, SPARK_LOG_NAME, spark_session
 
@@ -236,7 +235,7 @@ class _Job:
         routed = self.shipped(plan).mapInArrow(functools.partial(aggregate.reduce_events, plan), ROUTED)
         routed = routed.repartition(len(plan.routes), "route")
         results = routed.mapInArrow(functools.partial(exchange.resolve, plan), ROUTED).collect()
-        total = merge.merge([pickle.loads(r["payload"]) for r in results])
+        total = merge.merge([unpacked(r["payload"]) for r in results])
         found = total["found"]
         if self.d.anonymous:
             for name, (count, examples) in _collect_examples([self.anonymous_deliveries()]).items():

@@ -117,4 +117,17 @@ def run_starts(s: pa.Array) -> pa.Array:
 
 
 def routed_row(route: int, payload: Any) -> pa.RecordBatch:
-    return pa.record_batch({"route": pa.array([route], pa.int64()), "payload": pa.array([pickle.dumps(payload, protocol=5)])})
+    return pa.record_batch({"route": pa.array([route], pa.int64()), "payload": pa.array([packed(payload)])})
+
+
+def packed(payload: Any) -> bytes:
+    """``payload`` pickled and compressed (lz4; Spark does not compress what the job exchanges),
+    after its length as 8 bytes."""
+    data = pickle.dumps(payload, protocol=5)
+    compressed: bytes = pa.compress(data, codec="lz4", asbytes=True)
+    return len(data).to_bytes(8, "little") + compressed
+
+
+def unpacked(data: bytes) -> Any:
+    size = int.from_bytes(data[:8], "little")
+    return pickle.loads(pa.decompress(data[8:], decompressed_size=size, codec="lz4"))

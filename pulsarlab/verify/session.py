@@ -180,6 +180,9 @@ def spark_session(
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions or 2 * (os.cpu_count() or 1)))
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
+        # what the job exchanges is Arrow blobs its tasks compressed already: compressing them again
+        # cost 5 s of 42 at 10 million messages (bench/verify_scale.py)
+        .config("spark.shuffle.compress", "false")
         # collect_list groups of the order checks: stay hash-based well past the default 128 groups
         .config("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", "65536")
         .config("spark.ui.enabled", "false")

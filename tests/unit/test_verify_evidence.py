@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 
 from pulsarlab.history import part_files
 from pulsarlab.verify import verify
-from pulsarlab.verify.evidence import driver_contradictions, read_manifests
+from pulsarlab.verify.evidence import contradictions, driver_contradictions, read_manifests, read_scans
 from pulsarlab.verify.parts import readable_parts
 from tests.unit.test_verify import clean_history, write_parts
 
@@ -98,3 +98,27 @@ def test_verify_is_inconclusive_on_a_part_that_contradicts_its_driver(spark, tmp
     assert f"run rA: driver producer-p0 (produce) counted 5 invoked, but its part {producer} holds 4 send/invoke row(s)" \
         in verdict.reasons, verdict.reasons
     assert not any("acked" in r for r in verdict.reasons), "an outcome counted but not recorded is no contradiction"
+
+
+def test_scans_of_a_file_whose_row_groups_hold_different_partitions_are_counted_per_partition(tmp_path: Path) -> None:
+    """A big read-back file is written in row groups, each with dictionaries of its own: every
+    partition's read rows are counted and its last read (highest read_index) found across them."""
+    path = tmp_path / "read-c1.parquet"
+    schema = pa.schema([("op", pa.string()), ("cluster", pa.string()), ("topic", pa.string()), ("read_index", pa.int64()),
+                        ("message_id", pa.string()), ("end_message_id", pa.string()), ("error", pa.string())])
+    groups = [
+        [("read", "eu", "t-partition-0", i, f"1:{i}:0:-1", None, None) for i in range(3)],
+        [("read", "us", "t-partition-1", i, f"7:{i}:1:-1", None, None) for i in (1, 0)],  # not in read_index order
+        [("read", "eu", "t-partition-1", 0, "5:0:1:-1", None, None),
+         ("scan", "eu", "t-partition-0", 3, "1:2:0:-1", "1:2:0:-1", None),
+         ("scan", "us", "t-partition-1", 2, "7:1:1:-1", "7:1:1:-1", None),
+         ("scan", "eu", "t-partition-1", 1, "5:0:1:-1", "5:0:1:-1", None)],
+    ]
+    with pq.ParquetWriter(path, schema) as writer:
+        for rows in groups:
+            writer.write_table(pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema))
+    assert pq.ParquetFile(path).metadata.num_row_groups == 3
+    scans = {(s.cluster, s.topic): (s.rows, s.last_read) for s in read_scans([str(path)])}
+    assert scans == {("eu", "t-partition-0"): (3, "1:2:0:-1"), ("us", "t-partition-1"): (2, "7:1:1:-1"),
+                     ("eu", "t-partition-1"): (1, "5:0:1:-1")}
+    assert contradictions(read_scans([str(path)])) == []

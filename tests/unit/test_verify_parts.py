@@ -170,8 +170,11 @@ def _tag(op: str, cid: int = 0, sid: int | None = None, consumer: int | None = N
     return tag | (consumer + 1 if consumer is not None else 0) << ev.CONSUMER_SHIFT
 
 
-@pytest.mark.parametrize("one_key", [True, False])
-def test_aggregate_per_message_with_repeated_rows(one_key: bool) -> None:
+@pytest.mark.parametrize("layout", ["slots", "sorted", "two_columns"])
+def test_aggregate_per_message_with_repeated_rows(layout: str) -> None:
+    """The same events give the same messages whichever way their slots are found: arithmetic
+    slots (dense seqs), a sort (sparse seqs), or a sort of (pidx, seq) columns."""
+    one_key = layout != "two_columns"
     plan = Plan(("c1", "c2"), (("c1", "s"), ("c2", "s")), ("k0", "k1"), ((), ()), ((), ()), one_key, (0,), 0, 1, 1)
     rows = [
         (0, 5, _tag("invoke"), 100, 7, None),
@@ -187,9 +190,12 @@ def test_aggregate_per_message_with_repeated_rows(one_key: bool) -> None:
         (1, 0, _tag("read", ev.NO_CLUSTER), 1, 1, None),  # unknown cluster: no bit, no position
         (1, 0, _tag("nack"), 0, None, 55),
     ]
-    m = aggregate.aggregate(_events(rows, one_key), plan).to_pylist()
-    assert len(m) == 2
-    first, second = m
+    # dense seqs: the slots pay (the rows above in the middle of them, in event order)
+    filler = [(p, seq, _tag("invoke"), 1, None, None) for p in (0, 1) for seq in range(6, 2048)] if layout == "slots" else []
+    m = aggregate.aggregate(_events(filler[:1000] + rows + filler[1000:], one_key), plan).to_pylist()
+    assert len(m) == 2 + len(filler)
+    key = (lambda r: r["mkey"]) if one_key else (lambda r: r["pidx"] << ev.SEQ_BITS | r["seq"])
+    first, second = sorted((r for r in m if key(r) in (5, 1 << ev.SEQ_BITS)), key=key)
     if one_key:
         assert first["mkey"] == 5 and second["mkey"] == 1 << ev.SEQ_BITS
     else:
@@ -204,9 +210,16 @@ def test_aggregate_per_message_with_repeated_rows(one_key: bool) -> None:
     assert second["publish_ts"] == 55
 
 
-def test_message_part_is_stable_and_spread() -> None:
-    events = _events([(p, s, 0, 0, None, None) for p in range(4) for s in range(2000)])
-    part = ev.message_part(events, 7).to_pylist()
-    assert part == ev.message_part(events.slice(0, 8000), 7).to_pylist()
-    counts = [part.count(i) for i in range(7)]
-    assert min(counts) > 0.8 * len(part) / 7
+def test_message_part_keeps_a_block_of_seqs_together_and_spreads_blocks() -> None:
+    """A reduce task gets whole blocks of consecutive seqs (its slots are then arithmetic, no sort),
+    the same block from every map task, and the blocks spread evenly over the tasks."""
+    block = 1 << ev.BLOCK_BITS
+    rows = [(p, s, 0, 0, None, None) for p in range(4) for s in range(0, 100 * block, 64)]
+    part = ev.message_part(_events(rows), 7).to_pylist()
+    assert part[:800] == ev.message_part(_events(rows[:800]), 7).to_pylist()
+    by_block: dict[tuple[int, int], set[int]] = {}
+    for (p, s, *_), where in zip(rows, part, strict=True):
+        by_block.setdefault((p, s // block), set()).add(where)
+    assert all(len(parts) == 1 for parts in by_block.values())
+    counts = [sum(parts == {i} for parts in by_block.values()) for i in range(7)]
+    assert min(counts) > 0.7 * len(by_block) / 7
