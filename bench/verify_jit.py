@@ -1,7 +1,7 @@
 """The verifier's Spark driver with C1 alone (``quick_jit``) against the full JIT, per history size:
 wall time and CPU seconds of the whole process tree (the Spark JVM included), from the process's
-start to its end, as a user's ``pulsarlab verify`` pays them. It decides where
-``pulsarlab.verify.session.QUICK_JIT_MAX_ROWS`` lies.
+start to its end, as a user's ``pulsarlab verify`` pays them. It decided that the verifier's
+driver runs C1 alone at every size (``quick_jit`` in ``pulsarlab.verify.session``).
 
 Each size's history comes from :mod:`bench.history_gen` (every presence anomaly planted); each run
 is a process of its own, the two settings alternating, after one warm-up run that is not counted

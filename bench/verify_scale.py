@@ -12,9 +12,8 @@ and makes the exit code 1, as does the reference disagreeing with what was plant
 
 Timing (default): per size, both checkers judge the same history (every presence anomaly planted)
 ``--repeats`` times, each checker in a process of its own whose peak RSS (whole process tree, the
-Spark JVM included) is sampled. For Spark, the session (JVM) start is timed on its own first (with the JIT
-`pulsarlab verify` picks for the first history: C1 alone up to 10 million rows),
-then each ``verify()``. Prints min and median of each. Usage::
+Spark JVM included) is sampled. For Spark, the session (JVM) start is timed on its own first (as
+`pulsarlab verify` starts it), then each ``verify()``. Prints min and median of each. Usage::
 
     python bench/verify_scale.py --check
     python bench/verify_scale.py --sizes 1000000,10000000 --repeats 3 [--reference-max 1000000] [--workdir DIR] [--keep]
@@ -57,12 +56,9 @@ def worker(kind: str, directories: list[str], repeats: int) -> None:
     """Judge each directory ``repeats`` times (each timed); for Spark, start and time the session first."""
     t = time.monotonic()
     if kind == "spark":
-        from pulsarlab.history.schema import part_files
         from pulsarlab.verify import spark_session, verify
-        from pulsarlab.verify.job import quick_jit_for
 
-        # the JIT `pulsarlab verify` picks for the first history (C1 alone up to 10 million rows)
-        spark_session(quick_jit=quick_jit_for(part_files(Path(directories[0]))))
+        spark_session()  # as `pulsarlab verify` starts it
 
         def judge(d: str) -> dict[str, Any]:
             return spark_summary(verify(d).to_json())

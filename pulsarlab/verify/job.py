@@ -51,7 +51,7 @@ from pulsarlab.verify.model import CHECKS, MAX_EXAMPLES, Check, Expectations, Ve
 from pulsarlab.verify.parts import missing_on_executor, unreadable_in
 from pulsarlab.verify.plan import BY_CLUSTER_SEP, Example, Plan, add_found, unpacked
 from pulsarlab.verify.reconcile import Reconciled, reconcile
-from pulsarlab.verify.session import QUICK_JIT_MAX_ROWS, SPARK_LOG_NAME, spark_session
+from pulsarlab.verify.session import SPARK_LOG_NAME, spark_session
 
 __all__ = ["MAX_CLUSTERS", "SPARK_SCHEMA", "VERDICT_FILE", "base_topic", "verify"]
 
@@ -106,10 +106,8 @@ def verify(
     log = (target.parent if target is not None else dirs[0]) / SPARK_LOG_NAME
     with progress.step("dims", "cross-checking the history's files", "reading", "read"):
         history = reconcile(dirs)
-    quick_jit = quick_jit_for(history.paths)
     with progress.step("spark", f"Spark ({master or 'local[*]'}), its log in {log}", "starting", "ready"):
-        spark = spark_session(master, driver_memory=driver_memory, executor_python=executor_python, log_file=log,
-                              quick_jit=quick_jit)
+        spark = spark_session(master, driver_memory=driver_memory, executor_python=executor_python, log_file=log)
     while True:
         job = _Job(spark, dirs, expect or Expectations(), history)
         with progress.step("checks", f"checking {len(job.paths)} history part(s) of {len(job.d.producers)} producer(s)",
@@ -128,13 +126,6 @@ def verify(
     if target is not None:
         verdict.write(target)
     return verdict
-
-
-def quick_jit_for(paths: Sequence[Path]) -> bool:
-    """Whether a driver JVM judging these parts runs C1 alone (their rows, from the footers, up to
-    :data:`~pulsarlab.verify.session.QUICK_JIT_MAX_ROWS`)."""
-    rows: int = sum(pq.read_metadata(p).num_rows for p in paths)
-    return rows <= QUICK_JIT_MAX_ROWS
 
 
 class _Job:

@@ -25,10 +25,6 @@ DEFAULT_MASTER = "local[*]"
 GIB = 1 << 30
 SPARK_LOG_NAME = "spark.log"
 _spark_log: Path | None = None  # where the running session's JVM writes its stderr
-# The driver JVM's JIT up to this many history rows: C1 alone (bench/verify_jit.py: 0.62-0.70x the
-# CPU of the full JIT from 150,000 to 5 million rows; most of a small verify is the JVM's start and
-# first queries). Above it, the full JIT, unmeasured against C1 there (docs/verify.md).
-QUICK_JIT_MAX_ROWS = 10_000_000
 DRIVER = "driver"  # the kind of JVM whose classes are archived (pulsarlab.classdata)
 ARCHIVE_WAIT_S = 60.0  # for the recording driver JVM to write its class archive at exit
 
@@ -132,7 +128,7 @@ def spark_session(
     executor_python: str | None = None,
     app_name: str = "pulsarlab-verify",
     log_file: Path | None = None,
-    quick_jit: bool = False,
+    quick_jit: bool = True,
 ) -> SparkSession:
     """Get (or create) a quiet Spark session sized for a small machine.
 
@@ -145,7 +141,8 @@ def spark_session(
     another master is stopped first (a new master never silently runs on the old one). The memory
     setting only applies when a new JVM is started.
 
-    A new JVM runs with :func:`driver_java_options` (``quick_jit``: C1 alone, for small histories).
+    A new JVM runs with :func:`driver_java_options` (``quick_jit``: C1 alone; bench/verify_jit.py
+    measured it cheaper at every history size, 150,000 to 50 million rows).
     It writes its stderr (Spark's log4j output, the JVM's warnings) to ``log_file``
     (default ``$TMPDIR/pulsarlab-spark.log``), never to the terminal: :func:`spark_log` names it.
     """
