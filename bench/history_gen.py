@@ -13,7 +13,9 @@ each single kind should make a checker report (:class:`Planted`).
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,8 +23,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from pulsarlab.history import conform, write_table
+from pulsarlab.history import conform
+from pulsarlab.history.schema import PART_SUFFIX, SCHEMA, WRITE_OPTIONS
 
 RUN = "r20260101-000000-beef"
 FOREIGN = "r20251231-235959-dead-p0"  # a producer of another run: its messages are left out
@@ -33,6 +37,7 @@ PRODUCERS = 8  # 0-3 on cluster a, 4-7 on cluster b
 KEYS = 64  # same producer and key: seq s and s + KEYS, k and k + 8 * KEYS
 T0 = 1_700_000_000_000_000_000
 STEP = 10_000  # ns between two invokes: 100,000 msg/s
+CHUNK = 1 << 22  # messages of one part made (and written) at a time
 SPACING = 577  # messages between two planted anomalies (> 8 * KEYS + 16, so swaps never overlap)
 OK, FAIL, INFO, NONE = 0, 1, 2, 3  # send completions; NONE: the invoke has no completion
 KINDS = (
@@ -189,82 +194,88 @@ class History:
         h = (self.m.vt[idx] * 2_654_435_761) & 0xFFFFFFFF
         return hex8(h if corrupt is None else np.where(corrupt, h ^ 1, h))
 
-    def sends(self, prod: int) -> pa.Table:
+    def sends(self, prod: int) -> Iterator[pa.Table]:
         m = self.m
-        idx = np.nonzero(m.sent & (m.prod == prod))[0]
-        c = self.common(idx)
-        c["topic"] = const(len(idx), TOPIC)  # producers send to the partitioned topic itself
-        invoke = pa.table(
-            {
-                "op": const(len(idx), "send"),
-                "type": const(len(idx), "invoke"),
-                **c,
-                "payload_hash": self.hashes(idx),
-                "ts": pa.array(T0 + m.vt[idx] * STEP),
-            }
-        )
-        done = idx[m.completion[idx] != NONE]
-        kind = m.completion[done]
-        c = self.common(done)
-        c["topic"] = const(len(done), TOPIC)
-        ok = kind == OK
-        mid = pc.if_else(pa.array(ok), message_ids(np.full(len(done), 9), m.vt[done], m.part[done]), const(len(done), None))
-        completion = pa.table(
-            {
-                "op": const(len(done), "send"),
-                "type": names(["ok", "fail", "info"], kind.astype(np.int64)),
-                **c,
-                "message_id": mid,
-                "error": pc.if_else(pa.array(ok), const(len(done), None), const(len(done), "Timeout")),
-                "ts": pa.array(T0 + m.vt[done] * STEP + 2_000_000 + (m.vt[done] & 0xFFFFF)),
-            }
-        )
-        return pa.concat_tables([conform(invoke), conform(completion)])
+        for idx in _chunks(np.nonzero(m.sent & (m.prod == prod))[0]):
+            c = self.common(idx)
+            c["topic"] = const(len(idx), TOPIC)  # producers send to the partitioned topic itself
+            invoke = pa.table(
+                {
+                    "op": const(len(idx), "send"),
+                    "type": const(len(idx), "invoke"),
+                    **c,
+                    "payload_hash": self.hashes(idx),
+                    "ts": pa.array(T0 + m.vt[idx] * STEP),
+                }
+            )
+            done = idx[m.completion[idx] != NONE]
+            kind = m.completion[done]
+            c = self.common(done)
+            c["topic"] = const(len(done), TOPIC)
+            ok = kind == OK
+            mid = pc.if_else(pa.array(ok), message_ids(np.full(len(done), 9), m.vt[done], m.part[done]),
+                             const(len(done), None))
+            completion = pa.table(
+                {
+                    "op": const(len(done), "send"),
+                    "type": names(["ok", "fail", "info"], kind.astype(np.int64)),
+                    **c,
+                    "message_id": mid,
+                    "error": pc.if_else(pa.array(ok), const(len(done), None), const(len(done), "Timeout")),
+                    "ts": pa.array(T0 + m.vt[done] * STEP + 2_000_000 + (m.vt[done] & 0xFFFFF)),
+                }
+            )
+            yield conform(invoke)
+            yield conform(completion)
 
-    def deliveries(self, cluster: int, consumer: int) -> pa.Table:
+    def deliveries(self, cluster: int, consumer: int) -> Iterator[pa.Table]:
         m = self.m
         idx = np.nonzero(m.delivered & (m.cl == cluster) & (m.consumer == consumer))[0]
         idx = idx[np.argsort(m.recv_ts[idx], kind="stable")]
-        c = {
-            **self.common(idx),
-            "consumer": const(len(idx), f"{CLUSTERS[cluster]}-c{consumer}"),
-            "subscription": const(len(idx), "sub"),
+        sub = {
+            "op": "subscribe",
+            "topic": TOPIC,
+            "cluster": CLUSTERS[cluster],
+            "consumer": f"{CLUSTERS[cluster]}-c{consumer}",
+            "subscription": "sub",
+            "ts": T0 - 1_000_000_000,
+            "run": RUN,
         }
-        mid = message_ids(100 + 10 * m.cl[idx] + m.part[idx], m.order[idx].astype(np.int64), m.part[idx])
-        recv = pa.table(
-            {
-                "op": const(len(idx), "receive"),
-                **c,
-                "message_id": mid,
-                "payload_hash": self.hashes(idx, m.recv_corrupt[idx]),
-                "redelivery_count": pa.array(np.zeros(len(idx), np.int32)),
-                "ts": pa.array(m.recv_ts[idx]),
-                "publish_ts": pa.array(T0 + m.vt[idx] * STEP),
+        yield conform(pa.Table.from_pylist([sub]))
+        recvs, acks = [], []
+        for chunk in _chunks(idx):
+            c = {
+                **self.common(chunk),
+                "consumer": const(len(chunk), f"{CLUSTERS[cluster]}-c{consumer}"),
+                "subscription": const(len(chunk), "sub"),
             }
-        )
-        ack = pa.table(
-            {
-                "op": const(len(idx), "ack"),
-                "type": const(len(idx), "ok" if cluster == 0 else None),
-                **c,
-                "message_id": mid,
-                "ts": pa.array(m.ack_ts[idx]),
-            }
-        )
-        sub = [
-            {
-                "op": "subscribe",
-                "topic": TOPIC,
-                "cluster": CLUSTERS[cluster],
-                "consumer": f"{CLUSTERS[cluster]}-c{consumer}",
-                "subscription": "sub",
-                "ts": T0 - 1_000_000_000,
-                "run": RUN,
-            }
-        ]
-        return pa.concat_tables([pa.Table.from_pylist(sub, schema=conform(recv).schema), conform(recv), conform(ack)])
+            mid = message_ids(100 + 10 * m.cl[chunk] + m.part[chunk], m.order[chunk].astype(np.int64), m.part[chunk])
+            recvs.append(conform(pa.table(
+                {
+                    "op": const(len(chunk), "receive"),
+                    **c,
+                    "message_id": mid,
+                    "payload_hash": self.hashes(chunk, m.recv_corrupt[chunk]),
+                    "redelivery_count": pa.array(np.zeros(len(chunk), np.int32)),
+                    "ts": pa.array(m.recv_ts[chunk]),
+                    "publish_ts": pa.array(T0 + m.vt[chunk] * STEP),
+                }
+            )))
+            acks.append(conform(pa.table(
+                {
+                    "op": const(len(chunk), "ack"),
+                    "type": const(len(chunk), "ok" if cluster == 0 else None),
+                    **c,
+                    "message_id": mid,
+                    "ts": pa.array(m.ack_ts[chunk]),
+                }
+            )))
+            if len(chunk) == CHUNK:  # a big history: written as it is made (receives and acks interleave)
+                yield from recvs + acks
+                recvs, acks = [], []
+        yield from recvs + acks
 
-    def storage(self, cluster: int, dups: np.ndarray, rereads: np.ndarray) -> pa.Table:
+    def storage(self, cluster: int, dups: np.ndarray, rereads: np.ndarray) -> Iterator[pa.Table]:
         """The read rows of one cluster (duplicates at new ids, rereads at the same id) and a scan row per partition."""
         m = self.m
         base_idx = np.nonzero(m.stored & (m.cl == cluster))[0]
@@ -280,21 +291,23 @@ class History:
         entry = rank.copy()
         entry[again] = entry[np.nonzero(again)[0] - 1]  # read the same message again, at the same id
         ledger = np.full(len(idx), 100 + 10 * cluster) + part
-        mid = message_ids(ledger, entry, part)
-        read = pa.table(
-            {
-                "op": const(len(idx), "read"),
-                **self.common(idx),
-                "message_id": mid,
-                "payload_hash": self.hashes(idx, m.read_corrupt[idx]),
-                "read_index": pa.array(rank),
-                "ts": pa.array(T0 + 10**12 + rank),
-            }
-        )
+        for chunk in _chunks(np.arange(len(idx))):
+            rows = idx[chunk]
+            yield conform(pa.table(
+                {
+                    "op": const(len(rows), "read"),
+                    **self.common(rows),
+                    "message_id": message_ids(ledger[chunk], entry[chunk], part[chunk]),
+                    "payload_hash": self.hashes(rows, m.read_corrupt[rows]),
+                    "read_index": pa.array(rank[chunk]),
+                    "ts": pa.array(T0 + 10**12 + rank[chunk]),
+                }
+            ))
         scans = []
         for p in range(PARTITIONS):
             rows = np.nonzero(part == p)[0]
-            last = mid[int(rows[-1])].as_py() if len(rows) else None
+            at = rows[-1:]
+            last = message_ids(ledger[at], entry[at], part[at])[0].as_py() if len(rows) else None
             row = {
                 "op": "scan",
                 "topic": f"{TOPIC}-partition-{p}",
@@ -311,19 +324,16 @@ class History:
                     continue
                 row.update(edit(row) if callable(edit) else edit)
             scans.append(row)
-        return pa.concat_tables([conform(read), pa.Table.from_pylist(scans, schema=conform(read).schema)])
+        yield pa.Table.from_pylist(scans, schema=SCHEMA)
 
     def write(self, directory: Path, dups: np.ndarray, rereads: np.ndarray) -> None:
         for p in range(PRODUCERS):
-            write_table(directory, f"producer-p{p}", self.sends(p))
+            _write(directory, f"producer-p{p}", self.sends(p))
         for c in range(len(CLUSTERS)):
             for j in (0, 1):
-                part = self.deliveries(c, j)
-                extra = self.extra.get(f"{CLUSTERS[c]}-c{j}", [])
-                if extra:
-                    part = pa.concat_tables([part, pa.Table.from_pylist(extra, schema=part.schema)])
-                write_table(directory, f"consumer-{CLUSTERS[c]}-c{j}", part)
-            write_table(directory, f"read-{CLUSTERS[c]}", self.storage(c, dups, rereads))
+                extra = [conform(pa.Table.from_pylist(self.extra.get(f"{CLUSTERS[c]}-c{j}", []), schema=SCHEMA))]
+                _write(directory, f"consumer-{CLUSTERS[c]}-c{j}", itertools.chain(self.deliveries(c, j), extra))
+            _write(directory, f"read-{CLUSTERS[c]}", self.storage(c, dups, rereads))
         drivers = [
             {
                 "name": name,
@@ -349,6 +359,20 @@ class History:
             "drivers": drivers,
         }
         (directory / "_run.json").write_text(json.dumps(manifest, indent=1))
+
+
+def _chunks(idx: np.ndarray) -> Iterator[np.ndarray]:
+    """``idx`` in slices of :data:`CHUNK` (one slice, maybe empty, when it is shorter)."""
+    for start in range(0, max(len(idx), 1), CHUNK):
+        yield idx[start:start + CHUNK]
+
+
+def _write(directory: Path, name: str, tables: Iterable[pa.Table]) -> None:
+    """One part, written a slice at a time (a history of 100 million messages does not fit in memory at once)."""
+    with pq.ParquetWriter(directory / f"{name}{PART_SUFFIX}", SCHEMA, **WRITE_OPTIONS) as writer:
+        for table in tables:
+            if table.num_rows:
+                writer.write_table(table)
 
 
 def generate(directory: Path, n: int, kinds: set[str] | frozenset[str] = frozenset()) -> dict[str, Planted]:

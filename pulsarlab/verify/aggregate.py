@@ -29,13 +29,15 @@ from pulsarlab.verify.plan import CHUNK_ROWS, Plan, run_starts
 # -- per message --------------------------------------------------------------------------------
 def reduce_events(plan: Plan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The body of the reduce task: the events of its messages (Arrow blobs from the map tasks),
-    aggregated per message, then everything :func:`summarise` does."""
+    aggregated per message, then everything :func:`summarise` does (with the deliveries without a
+    producer, when this task is the one the map tasks sent them to)."""
     payloads = [p for batch in batches for p in batch.column("payload").to_pylist()]
-    events = read_blobs(payloads)
+    events, unknown = read_blobs(payloads)
     del payloads
     messages = aggregate(events, plan) if events is not None and events.num_rows else None
     del events
-    yield from summarise(plan, iter(messages.to_batches(max_chunksize=CHUNK_ROWS)) if messages is not None else iter(()))
+    yield from summarise(plan, iter(messages.to_batches(max_chunksize=CHUNK_ROWS)) if messages is not None else iter(()),
+                         unknown)
 
 
 def aggregate(events: pa.Table, plan: Plan) -> pa.Table:

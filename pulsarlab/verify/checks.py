@@ -50,9 +50,13 @@ def _histogram(values: pa.Array) -> pa.Table:
 
 
 # -- per partition ------------------------------------------------------------------------------
-def summarise(plan: Plan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The body of the first reduce task: partial results and routed rows for one partition."""
+def summarise(plan: Plan, batches: Iterator[pa.RecordBatch], unknown: pa.Table | None = None) -> Iterator[pa.RecordBatch]:
+    """The body of the first reduce task: partial results and routed rows for one partition.
+    ``unknown``: distinct deliveries without a producer (cluster, topic, message_id), unexpected
+    by definition."""
     partial: dict[str, Any] = {"found": {}, "hist": {"pub": [], "e2e": []}, "minmax": {}}
+    if unknown is not None and unknown.num_rows:
+        add_found(partial["found"], "unexpected", unknown.num_rows, [example(None, None, r) for r in unknown.to_pylist()])
     pending: list[pa.RecordBatch] = []
     size = 0
     for batch in batches:

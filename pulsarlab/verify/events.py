@@ -134,6 +134,7 @@ class Context:
     subs: tuple[tuple[str, str], ...]
     consumers: tuple[str, ...]
     one_key: bool
+    anonymous: bool = False  # the history has receive or read rows without a producer: gather them
 
 
 @dataclass(frozen=True)
@@ -269,8 +270,11 @@ def open_uri(uri: str) -> tuple[Any, str]:
     return _OPENED[uri]
 
 
-def read_units(units: list[Unit], ctx: Context, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Every event of the units whose numbers arrive in ``ids`` (``spark.range`` batches)."""
+def read_units(
+    units: list[Unit], ctx: Context, ids: Iterator[pa.RecordBatch]
+) -> Iterator[tuple[pa.RecordBatch, pa.Table | None]]:
+    """Every event of the units whose numbers arrive in ``ids`` (``spark.range`` batches), and the
+    deliveries without a producer among their rows (see :func:`anonymous`)."""
     for ids_batch in ids:
         for i in ids_batch.column(0).to_pylist():
             unit = units[i]
@@ -286,7 +290,40 @@ def read_units(units: list[Unit], ctx: Context, ids: Iterator[pa.RecordBatch]) -
                     why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                     raise OSError(f"{UNREADABLE}{unit.path} (row group {rg}: {why})") from exc
                 for batch in table.to_batches(max_chunksize=BATCH_ROWS):
-                    yield encode(batch, ctx, unit.op)
+                    yield encode(batch, ctx, unit.op), anonymous(batch, unit.op) if ctx.anonymous else None
+
+
+ANONYMOUS = pa.schema([("cluster", pa.string()), ("topic", pa.string()), ("message_id", pa.string())])
+
+
+def anonymous(batch: pa.RecordBatch, op: str | None) -> pa.Table | None:
+    """The receive and read rows without a producer (unexpected by definition: no send can match
+    them), as distinct (cluster, topic, message_id) with "" for a null cluster or topic; None when
+    there is none."""
+    if "producer" not in batch.schema.names:
+        return None
+    mask = batch.column("producer").is_null()
+    if op is None:
+        mask = pc.and_(mask, pc.is_in(batch.column("op"), pa.array(["receive", "read"]))).fill_null(False)
+    elif op not in ("receive", "read"):
+        return None
+    if not pc.any(mask).as_py():
+        return None
+    rows = batch.filter(mask)
+
+    def text(name: str) -> pa.Array:
+        if name not in rows.schema.names:
+            return pa.nulls(rows.num_rows, pa.string())
+        col = rows.column(name)
+        return pc.cast(col.dictionary_decode() if pa.types.is_dictionary(col.type) else col, pa.string())
+
+    table = pa.table({"cluster": text("cluster").fill_null(""), "topic": text("topic").fill_null(""),
+                      "message_id": text("message_id")}, schema=ANONYMOUS)
+    return distinct(table)
+
+
+def distinct(table: pa.Table) -> pa.Table:
+    return table.group_by(ANONYMOUS.names, use_threads=False).aggregate([]).select(ANONYMOUS.names)
 
 
 def message_part(events: pa.Table, parts: int) -> pa.Array:
@@ -312,18 +349,28 @@ def shipped_units(
     for ids_batch in ids:
         for i in ids_batch.column(0).to_pylist():
             one = iter([pa.record_batch({"id": [i]})])
-            events = pa.Table.from_batches(list(read_units(units, ctx, one)), schema=_schema(ctx.one_key)).combine_chunks()
+            read = list(read_units(units, ctx, one))
+            events = pa.Table.from_batches([e for e, _ in read], schema=_schema(ctx.one_key)).combine_chunks()
+            if unknown := [a for _, a in read if a is not None]:  # all to one reduce task, which counts them
+                yield pa.record_batch({"route": pa.array([routes[0]], pa.int64()),
+                                       "payload": _binary(_ipc(distinct(pa.concat_tables(unknown))))})
             part = message_part(events, len(routes))
             order = pc.sort_indices(part)  # one take, then a slice per reduce task
             events, part = events.take(order), part.take(order)
             counts = pc.value_counts(part)
             start = 0
             for p, n in sorted(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True)):
-                sink = pa.BufferOutputStream()
-                with pa.ipc.new_stream(sink, events.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as writer:
-                    writer.write_table(events.slice(start, n))
+                blob = _binary(_ipc(events.slice(start, n)))
+                yield pa.record_batch({"route": pa.array([routes[p]], pa.int64()), "payload": blob})
                 start += n
-                yield pa.record_batch({"route": pa.array([routes[p]], pa.int64()), "payload": _binary(sink.getvalue())})
+
+
+def _ipc(table: pa.Table) -> pa.Buffer:
+    """A table as one compressed Arrow IPC stream."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
 
 
 def _binary(data: pa.Buffer) -> pa.Array:
@@ -332,10 +379,13 @@ def _binary(data: pa.Buffer) -> pa.Array:
     return pa.Array.from_buffers(pa.binary(), 1, [None, offsets, data])
 
 
-def read_blobs(payloads: list[Any]) -> pa.Table | None:
-    """The events of many blobs as one table."""
+def read_blobs(payloads: list[Any]) -> tuple[pa.Table | None, pa.Table | None]:
+    """The events of many blobs as one table, and the deliveries without a producer (distinct)."""
     tables = [pa.ipc.open_stream(p).read_all() for p in payloads]
-    return pa.concat_tables(tables).combine_chunks() if tables else None
+    unknown = [t for t in tables if t.schema.equals(ANONYMOUS)]
+    tables = [t for t in tables if not t.schema.equals(ANONYMOUS)]
+    return (pa.concat_tables(tables).combine_chunks() if tables else None,
+            distinct(pa.concat_tables(unknown)) if unknown else None)
 
 
 def _schema(one_key: bool) -> pa.Schema:

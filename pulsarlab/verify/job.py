@@ -11,7 +11,9 @@ strings):
    packing op, cluster, subscription and consumer, and values whose meaning depends on the op.
    Strings become codes through each batch's dictionary; keys and message ids 64-bit hashes
    computed over whole columns. Each task ships its events as one compressed Arrow blob per reduce
-   task; Spark's hash exchange on a ``route`` column delivers it there.
+   task (a reduce task gets whole blocks of consecutive seqs); Spark's hash exchange on a ``route``
+   column delivers it there. Receive and read rows without a producer (unexpected: no send can
+   match them) go, as distinct (cluster, topic, message id), to the first reduce task, which counts them.
 3. Reduce (:mod:`.aggregate`, :mod:`.checks`): per message, send outcomes and times, bitmasks of the clusters that
    stored / delivered it, per cluster the min and max hash of the stored message ids and the read
    position, per subscription the first/last delivery, first ack and first consumer; then every
@@ -25,16 +27,15 @@ strings):
 from __future__ import annotations
 
 import functools
-import json
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 from pyspark import cloudpickle
-from pyspark.sql import Column, DataFrame, SparkSession, Window
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from pulsarlab.errors import PulsarlabError
@@ -47,9 +48,9 @@ from pulsarlab.verify import events as ev
 from pulsarlab.verify.dims import MAX_CLUSTERS, base_topic, column_range
 from pulsarlab.verify.events import NO_SEQ, Context, Unit
 from pulsarlab.verify.evidence import replication_targets
-from pulsarlab.verify.model import CHECKS, MAX_EXAMPLES, Check, Expectations, Verdict
+from pulsarlab.verify.model import CHECKS, Check, Expectations, Verdict
 from pulsarlab.verify.parts import missing_on_executor, unreadable_in
-from pulsarlab.verify.plan import BY_CLUSTER_SEP, Example, Plan, add_found, unpacked
+from pulsarlab.verify.plan import BY_CLUSTER_SEP, Plan, unpacked
 from pulsarlab.verify.reconcile import Reconciled, reconcile
 from pulsarlab.verify.session import SPARK_LOG_NAME, spark_session
 
@@ -104,10 +105,14 @@ def verify(
             raise FileNotFoundError(f"no history directory: {d}")
     target = Path(out) if out is not None else (dirs[0] / VERDICT_FILE if len(dirs) == 1 else None)
     log = (target.parent if target is not None else dirs[0]) / SPARK_LOG_NAME
-    with progress.step("dims", "cross-checking the history's files", "reading", "read"):
-        history = reconcile(dirs)
-    with progress.step("spark", f"Spark ({master or 'local[*]'}), its log in {log}", "starting", "ready"):
-        spark = spark_session(master, driver_memory=driver_memory, executor_python=executor_python, log_file=log)
+    # Spark starts while the driver cross-checks the files: the JVM's start and the reading overlap
+    with progress.step("spark", f"Spark ({master or 'local[*]'}), its log in {log}", "starting", "ready"), \
+            ThreadPoolExecutor(1, thread_name_prefix="spark-start") as pool:
+        starting = pool.submit(spark_session, master, driver_memory=driver_memory, executor_python=executor_python,
+                               log_file=log)
+        with progress.step("dims", "cross-checking the history's files", "reading", "read"):
+            history = reconcile(dirs)
+        spark = starting.result()
     while True:
         job = _Job(spark, dirs, expect or Expectations(), history)
         with progress.step("checks", f"checking {len(job.paths)} history part(s) of {len(job.d.producers)} producer(s)",
@@ -141,8 +146,6 @@ class _Job:
         self.cores = cores = max(spark.sparkContext.defaultParallelism, 1)
         # reduce tasks of the per-message aggregation: several per core, each with some 24 MB of Parquet
         self.reducers = max(2 * cores, total // (24 << 20))
-        # splits of a few row groups each for the scan of anonymous deliveries
-        spark.conf.set("spark.sql.files.maxPartitionBytes", str(max(4 << 20, min(128 << 20, total // (3 * cores) + 1))))
 
     # -- per message ----------------------------------------------------------------------------
     def units(self) -> list[Unit]:
@@ -155,6 +158,8 @@ class _Job:
             needed = {"producer", "seq"}
             for kind in ops:
                 needed.update(NEEDS.get(kind, _TYPES))
+                if self.d.anonymous and kind in ("receive", "read"):  # what names a delivery without a producer
+                    needed.update(("cluster", "topic", "message_id"))
             single = len(ops) == 1 and ops <= NEEDS.keys()
             names = set(meta.schema.to_arrow_schema().names)
             columns = tuple(c for c in _TYPES if c in names and (c in needed or (c == "op" and not single)))
@@ -172,7 +177,8 @@ class _Job:
     def shipped(self, plan: Plan) -> DataFrame:
         """Every event with a producer, in Arrow blobs, each delivered to the reduce task of its messages."""
         d = self.d
-        ctx = Context(tuple(d.producers), tuple(d.clusters), tuple(d.subs), tuple(d.consumers), self.one_key)
+        ctx = Context(tuple(d.producers), tuple(d.clusters), tuple(d.subs), tuple(d.consumers), self.one_key,
+                      d.anonymous)
         units = self.units()
         routes = exchange.routes(self.reducers)
         ids = self.spark.range(0, max(len(units), 1), 1, numPartitions=max(len(units), 1))
@@ -209,17 +215,6 @@ class _Job:
             replicated=replicated,
         )
 
-    def anonymous_deliveries(self) -> DataFrame:
-        """Stored or delivered messages that carry no producer/seq: unexpected by definition."""
-        files = [f for ops, fs in self.d.files.items() if ops & {"receive", "read"} for f in fs]
-        rows = self.spark.read.schema(SPARK_SCHEMA).parquet(*map(as_uri, files))  # absolute: read on the executors
-        rows = rows.filter(F.col("producer").isNull() & F.col("op").isin("receive", "read"))
-        rows = rows.withColumns({"cluster": F.coalesce("cluster", F.lit("")), "topic": F.coalesce("topic", F.lit(""))})
-        rows = rows.dropDuplicates(["cluster", "topic", "message_id"]).withColumn("pidx", F.lit(None).cast("long"))
-        return _rows(
-            rows, "unexpected", F.lit(True), cluster=F.col("cluster"), topic=F.col("topic"), message_id=F.col("message_id")
-        )
-
     # -- all together ---------------------------------------------------------------------------
     def run(self) -> Verdict:
         plan = self.plan()
@@ -228,9 +223,6 @@ class _Job:
         results = routed.mapInArrow(functools.partial(exchange.resolve, plan), ROUTED).collect()
         total = merge.merge([unpacked(r["payload"]) for r in results])
         found = total["found"]
-        if self.d.anonymous:
-            for name, (count, examples) in _collect_examples([self.anonymous_deliveries()]).items():
-                add_found(found, name, count, examples)
         producers = self.d.producers
         checks_out = []
         for name in CHECKS:
@@ -272,27 +264,3 @@ def _send_ts_range(files: dict[frozenset[str], list[str]]) -> tuple[int, int]:
     return (min(lo for lo, _ in found), max(hi for _, hi in found)) if found else (0, 0)
 
 
-def _rows(df: DataFrame, check: str, condition: Column, **detail: Column) -> DataFrame:
-    """Anomaly rows in the one shape every check shares."""
-    payload = F.to_json(F.struct(*[c.alias(k) for k, c in detail.items()])) if detail else F.lit("{}")
-    return df.filter(condition).select(F.lit(check).alias("check"), F.col("pidx"), F.col("seq"), payload.alias("detail"))
-
-
-def _collect_examples(parts: list[DataFrame]) -> dict[str, tuple[int, list[Example]]]:
-    """Count every check and keep its first examples, in one Spark job."""
-    allrows = parts[0]
-    for p in parts[1:]:
-        allrows = allrows.unionByName(p)
-    by_check = Window.partitionBy("check")
-    ranked = (
-        allrows.withColumn("n", F.count(F.lit(1)).over(by_check))
-        .withColumn("rn", F.row_number().over(by_check.orderBy("pidx", "seq", "detail")))
-        .filter(F.col("rn") <= MAX_EXAMPLES)
-        .collect()
-    )
-    found: dict[str, tuple[int, list[Example]]] = {}
-    for r in sorted(ranked, key=lambda r: (r["check"], r["rn"])):
-        count, examples = found.setdefault(r["check"], (r["n"], []))
-        key = (r["pidx"] is not None, r["pidx"] or 0, r["seq"] is not None, r["seq"] or 0, r["detail"])
-        examples.append((key, json.loads(r["detail"])))
-    return found

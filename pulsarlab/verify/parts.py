@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -20,10 +19,7 @@ from pulsarlab.history.schema import OPS, REQUIRED_COLUMNS, SCHEMA
 from pulsarlab.verify.events import NOT_THERE, UNREADABLE
 
 _UNREADABLE_AT = re.compile(re.escape(UNREADABLE) + r"(?P<path>.+?) \((?P<why>[^\n]*)\)")
-# Spark's own Parquet reader (the scan of deliveries without a producer) names the file it failed on
-_SPARK_READ_FAILED = re.compile(r"\[FAILED_READ_FILE[.\w]*\] Encountered error while reading file (?P<uri>\S+?)\.?\s")
 _NOT_THERE_AT = re.compile(re.escape(NOT_THERE) + r"(?P<uri>\S+)")
-_CAUSE = re.compile(r"Caused by: (?P<cause>[^\n]+)")
 
 
 class UnreadablePart(Exception):
@@ -50,10 +46,6 @@ def unreadable_in(exc: BaseException) -> UnreadablePart | None:
     text = str(exc)
     if found := _UNREADABLE_AT.search(text):
         return UnreadablePart(local_path(found["path"]), found["why"])  # map tasks name parts by URI
-    if found := _SPARK_READ_FAILED.search(text):
-        cause = _CAUSE.search(text, found.end())
-        path = unquote(urlparse(found["uri"]).path)
-        return UnreadablePart(path, f"Spark could not read it: {cause['cause'] if cause else 'no cause given'}")
     return None
 
 

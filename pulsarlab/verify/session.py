@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -34,22 +32,23 @@ def spark_log() -> Path | None:
     return _spark_log
 
 
-@contextlib.contextmanager
-def _stderr_into(path: Path) -> Iterator[None]:
-    """Processes started in the block inherit ``path`` as their stderr (file descriptor 2); this
-    process gets its own stderr back at the end. The Spark JVM is such a process: its log4j
-    console output and the JVM's own warnings go to the file for its whole life."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(path, "ab") as log:
-            os.dup2(log.fileno(), 2)
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
+def _launch_driver(options: dict[str, str], log: Path) -> None:
+    """Start the driver JVM with its stderr (and its Python workers') appended to ``log``.
+
+    PySpark would start it on this process's stderr, the user's terminal; starting it here hands
+    the file to that one process, so nothing of this process is redirected meanwhile (another
+    thread may be showing progress on stderr: :func:`pulsarlab.verify.verify` starts Spark while it
+    reads the history)."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    conf = SparkConf()
+    for key, value in options.items():
+        conf.set(key, value)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as err:
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": err})  # type: ignore[no-untyped-call]
+    SparkContext._ensure_initialized(gateway=gateway, conf=conf)  # the context made next uses this JVM
 
 
 def default_driver_memory(total_bytes: int | None = None) -> str:
@@ -168,29 +167,33 @@ def spark_session(
         # this process starts the first driver JVM here: it records, and its exit keeps the archive
         recording = archives.recording(DRIVER, f"pid{os.getpid()}")
         atexit.register(_keep_recording, archives, recording)
-    builder = (
-        SparkSession.builder.master(master or DEFAULT_MASTER)
-        .appName(app_name)
-        .config("spark.driver.memory", driver_memory or default_driver_memory())
-        .config("spark.pyspark.python", python)
-        .config("spark.pyspark.driver.python", sys.executable)
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions or 2 * (os.cpu_count() or 1)))
-        .config("spark.sql.adaptive.enabled", "true")
-        .config("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
+    options = {
+        "spark.master": master or DEFAULT_MASTER,
+        "spark.app.name": app_name,
+        "spark.driver.memory": driver_memory or default_driver_memory(),
+        "spark.pyspark.python": python,
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.sql.shuffle.partitions": str(shuffle_partitions or 2 * (os.cpu_count() or 1)),
+        "spark.sql.adaptive.enabled": "true",
+        "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
         # what the job exchanges is Arrow blobs its tasks compressed already: compressing them again
         # cost 5 s of 42 at 10 million messages (bench/verify_scale.py)
-        .config("spark.shuffle.compress", "false")
+        "spark.shuffle.compress": "false",
         # collect_list groups of the order checks: stay hash-based well past the default 128 groups
-        .config("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", "65536")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.hadoop.parquet.page.verify-checksum.enabled", "true")  # a damaged page is an error, not data
-        .config("spark.driver.extraJavaOptions", driver_java_options(quick_jit, archives, recording))
-    )
+        "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": "65536",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.hadoop.parquet.page.verify-checksum.enabled": "true",  # a damaged page is an error, not data
+        "spark.driver.extraJavaOptions": driver_java_options(quick_jit, archives, recording),
+    }
     log = log_file or Path(tempfile.gettempdir()) / "pulsarlab-spark.log"
-    with _stderr_into(log):
-        spark = builder.getOrCreate()
-        spark.sparkContext.setLogLevel("WARN")  # into the log file: warnings help when a run goes wrong
+    if SparkContext._gateway is None:
+        _launch_driver(options, log)
+    builder = SparkSession.builder
+    for key, value in options.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")  # into the log file: warnings help when a run goes wrong
     _spark_log = log
     return spark
