@@ -31,7 +31,7 @@ def reduce_events(plan: Plan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.
     """The body of the reduce task: the events of its messages (Arrow blobs from the map tasks),
     aggregated per message, then everything :func:`summarise` does (with the deliveries without a
     producer, when this task is the one the map tasks sent them to)."""
-    payloads = [p for batch in batches for p in batch.column("payload").to_pylist()]
+    payloads = [blob.as_buffer() for batch in batches for blob in batch.column("payload")]  # no copy
     events, unknown = read_blobs(payloads)
     del payloads
     messages = aggregate(events, plan) if events is not None and events.num_rows else None

@@ -204,6 +204,18 @@ def _sid(batch: pa.RecordBatch, ctx: Context) -> pa.Array:
     return pc.take(pa.array(pairs, pa.int64()), pair)
 
 
+def _hashed_where(mask: pa.Array, values: pa.Array, otherwise: pa.Array) -> pa.Array:
+    """:func:`hash64` of ``values`` where ``mask`` holds, ``otherwise`` elsewhere: only those
+    values are hashed (a consumer's rows hold message ids that only reads need hashed)."""
+    count = pc.sum(mask).as_py() or 0
+    if count == 0:
+        return otherwise
+    if count == len(mask):
+        return hash64(values)
+    where = pc.cast(pc.indices_nonzero(mask), pa.int64())
+    return pc.coalesce(pc.scatter(hash64(values.take(where)), where, max_index=len(mask) - 1), otherwise)
+
+
 def encode(batch: pa.RecordBatch, ctx: Context, op: str | None = None) -> pa.RecordBatch:
     """The event rows of one batch of history rows (rows without a producer are dropped)."""
     pidx = _codes(_dictionary(batch, "producer"), batch.num_rows, {p: i for i, p in enumerate(ctx.producers)})
@@ -237,10 +249,9 @@ def encode(batch: pa.RecordBatch, ctx: Context, op: str | None = None) -> pa.Rec
     a = column("ts")
     b = pa.nulls(n, pa.int64())
     if "key" in names:
-        keyed = pc.or_(pc.equal(opc, OP_CODE["invoke"]), receive)
-        b = pc.if_else(keyed, hash64(batch.column("key")), b)
-    if "message_id" in names:
-        a = pc.if_else(read, hash64(batch.column("message_id")), a)
+        b = _hashed_where(pc.or_(pc.equal(opc, OP_CODE["invoke"]), receive), batch.column("key"), b)
+    if "message_id" in names and pc.any(read).as_py():
+        a = _hashed_where(read, batch.column("message_id"), a)
         topics = _dictionary(batch, "topic")
         partitions = {t: partition_of(t) for t in topics.dictionary.to_pylist()} if topics is not None else {}
         part = _codes(topics, n, {None: 0, **partitions}, 0)
@@ -249,7 +260,7 @@ def encode(batch: pa.RecordBatch, ctx: Context, op: str | None = None) -> pa.Rec
     d = pa.nulls(n, pa.int64())
     if "payload_hash" in names:
         hashed = pc.or_(pc.or_(pc.equal(opc, OP_CODE["invoke"]), receive), read)
-        d = pc.if_else(pc.and_(hashed, batch.column("payload_hash").is_valid()), hash64(batch.column("payload_hash")), d)
+        d = _hashed_where(pc.and_(hashed, batch.column("payload_hash").is_valid()), batch.column("payload_hash"), d)
     seq = column("seq")
     key = {"mkey": pc.add(pc.shift_left(pidx, SEQ_BITS), seq.fill_null(NO_SEQ))} if ctx.one_key else {"pidx": pidx, "seq": seq}
     return pa.record_batch({**key, "tag": tag, "a": a, "b": b, "c": column("publish_ts"), "d": d})

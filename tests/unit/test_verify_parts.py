@@ -223,3 +223,15 @@ def test_message_part_keeps_a_block_of_seqs_together_and_spreads_blocks() -> Non
     assert all(len(parts) == 1 for parts in by_block.values())
     counts = [sum(parts == {i} for parts in by_block.values()) for i in range(7)]
     assert min(counts) > 0.7 * len(by_block) / 7
+
+
+def test_a_value_hashed_alone_gets_the_hash_it_gets_among_others() -> None:
+    """Only the rows that need a hash are hashed (a consumer's rows carry message ids only reads
+    need): each gets the hash it would get in a whole column, the other rows keep their value."""
+    values = pa.array(["a", None, "ccc", "dddddddddddd", "e"])
+    otherwise = pa.array([1, 2, 3, 4, 5], pa.int64())
+    full = ev.hash64(values).to_pylist()
+    some = pa.array([True, True, False, True, False])
+    assert ev._hashed_where(some, values, otherwise).to_pylist() == [full[0], full[1], 3, full[3], 5]
+    assert ev._hashed_where(pa.repeat(True, 5), values, otherwise).to_pylist() == full
+    assert ev._hashed_where(pa.repeat(False, 5), values, otherwise).to_pylist() == [1, 2, 3, 4, 5]
