@@ -101,54 +101,66 @@ def read_scans(paths: list[str]) -> list[Scan]:
 
 
 def _scans_of(path: str) -> list[Scan]:
-    """The scans of one file. Its narrow columns are read whole; the strings (message ids) only in
-    the row groups that hold a scan row or a partition's last read row."""
+    """The scans of one file, read a row group at a time (a read-back part of 100 million messages
+    holds 50 million rows): its narrow columns in each, the strings (message ids) only in the row
+    groups that hold a scan row or a partition's last read row."""
     pf = pq.ParquetFile(path, page_checksum_verification=True, read_dictionary=["op", "cluster", "topic"])
     names = set(pf.schema_arrow.names)
-    table = pf.read(columns=[c for c in SCAN_COLUMNS[:4] if c in names])
-    table = table.unify_dictionaries().combine_chunks()  # row groups have dictionaries of their own
-    clusters, ccode = _coded(table, "cluster")
-    topics, tcode = _coded(table, "topic")
-    code = pc.add(pc.multiply(ccode, len(topics)), tcode)
-
-    def named(k: int) -> tuple[str, str]:
-        return clusters[k // len(topics)] or "", topics[k % len(topics)] or ""
-
-    op = table.column("op")
-    is_read = pc.equal(op, "read").fill_null(False)
-    counted = pc.value_counts(code.filter(is_read))
-    rows = {named(k): n for k, n in zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist(),
-                                        strict=True)}
-    scans = pc.indices_nonzero(pc.equal(op, "scan").fill_null(False)).to_pylist()
-    tops: list[tuple[int, int]] = []  # (row, partition code) of each partition's last read rows
-    if {"read_index", "message_id"} <= names:
-        tops = _last_reads(code.filter(is_read), table.column("read_index").filter(is_read), pc.indices_nonzero(is_read))
-    strings = _rows_at(pf, sorted({*scans, *(row for row, _ in tops)}), [c for c in SCAN_COLUMNS[4:] if c in names])
-    last: dict[tuple[str, str], str | None] = {}
-    for row, k in tops:  # in file order: the last one stays
-        last[named(k)] = strings[row].get("message_id")
+    columns = [c for c in SCAN_COLUMNS[:4] if c in names]
+    rows: dict[tuple[str, str], int] = {}  # read rows per (cluster, partition)
+    tops: dict[tuple[str, str], tuple[int | None, list[int]]] = {}  # highest read_index, rows holding it
+    scans: list[tuple[int, tuple[str, str], int | None]] = []  # (row, partition, read_index)
+    start = 0
+    for rg in range(pf.metadata.num_row_groups):
+        group = pf.read_row_group(rg, columns=columns)
+        clusters, ccode = _coded(group, "cluster")
+        topics, tcode = _coded(group, "topic")
+        code = pc.add(pc.multiply(ccode, len(topics)), tcode)
+        names_of = [(c or "", t or "") for c in clusters for t in topics]  # by code
+        op = group.column("op")
+        is_read = pc.equal(op, "read").fill_null(False)
+        counted = pc.value_counts(code.filter(is_read))
+        for k, n in zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist(), strict=True):
+            rows[names_of[k]] = rows.get(names_of[k], 0) + n
+        if "read_index" in names:
+            index = group.column("read_index").combine_chunks()
+            for row, k, i in _last_reads(code.filter(is_read), index.filter(is_read), pc.indices_nonzero(is_read)):
+                best, held = tops.get(names_of[k], (None, []))
+                if not held or (i is not None and (best is None or i > best)):
+                    tops[names_of[k]] = (i, [start + row])
+                elif i == best:
+                    held.append(start + row)
+        at = pc.indices_nonzero(pc.equal(op, "scan").fill_null(False))
+        indices = group.column("read_index").take(at).to_pylist() if "read_index" in names else [None] * len(at)
+        scans += [(start + row, names_of[k], i) for row, k, i in
+                  zip(at.to_pylist(), code.take(at).to_pylist(), indices, strict=True)]
+        start += group.num_rows
+    wanted = {row for row, _, _ in scans}
+    if "message_id" in names:
+        wanted |= {row for _, held in tops.values() for row in held}
+    strings = _rows_at(pf, sorted(wanted), [c for c in SCAN_COLUMNS[4:] if c in names])
+    last = {key: strings[held[-1]].get("message_id") for key, (_, held) in tops.items()} if "message_id" in names else {}
     out = []
-    at = pa.array(scans, pa.int64())
-    indices = table.column("read_index").take(at).to_pylist() if "read_index" in names else [None] * len(scans)
-    for row, k, index in zip(scans, code.take(at).to_pylist(), indices, strict=True):
-        key = named(k)
+    for row, key, index in scans:
         r = strings[row]
-        out.append(Scan(key[0], key[1], index or 0, r.get("message_id"),
-                        r.get("end_message_id"), r.get("error"), file=str(path), rows=rows.get(key, 0),
-                        last_read=last.get(key)))
+        out.append(Scan(key[0], key[1], index or 0, r.get("message_id"), r.get("end_message_id"), r.get("error"),
+                        file=str(path), rows=rows.get(key, 0), last_read=last.get(key)))
     return out
 
 
-def _last_reads(code: pa.Array, index: pa.Array, rows: pa.Array) -> list[tuple[int, int]]:
-    """(row, partition code) of the read rows at their partition's highest ``read_index`` (all
-    rows of a partition whose every index is null), in file order."""
+def _last_reads(code: pa.Array, index: pa.Array, rows: pa.Array) -> list[tuple[int, int, int | None]]:
+    """(row, partition code, read_index) of the read rows at their partition's highest
+    ``read_index`` (all rows of a partition whose every index is null), in file order."""
+    if not len(code):
+        return []
     top = pa.table({"k": code, "i": index}).group_by("k", use_threads=False).aggregate([("i", "max")])
-    highest: list[int | None] = [None] * (pc.max(code).as_py() + 1 if len(code) else 0)
+    highest: list[int | None] = [None] * (pc.max(code).as_py() + 1)
     for k, i in zip(top.column("k").to_pylist(), top.column("i_max").to_pylist(), strict=True):
         highest[k] = i
     mine = pc.take(pa.array(highest, pa.int64()), code)
     at_top = pc.if_else(mine.is_null(), index.is_null(), pc.equal(index, mine).fill_null(False))
-    return list(zip(rows.filter(at_top).to_pylist(), code.filter(at_top).to_pylist(), strict=True))
+    return list(zip(rows.filter(at_top).to_pylist(), code.filter(at_top).to_pylist(), index.filter(at_top).to_pylist(),
+                    strict=True))
 
 
 def _rows_at(pf: pq.ParquetFile, rows: list[int], columns: list[str]) -> dict[int, dict[str, Any]]:

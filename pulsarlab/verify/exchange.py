@@ -65,7 +65,8 @@ def resolve(plan: Plan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Record
                 continue
             *what, rows = unpacked(payload)
             tables.setdefault(tuple(what), []).append(rows)
-    for what, parts in tables.items():
+    for what in list(tables):
+        parts = tables.pop(what)  # each group's rows freed once it is judged
         if what[0] == "gap":
             yield routed_row(PARTIAL, {"gaps": [_bucket_gaps(what[1], pa.concat_arrays(parts))]})
         else:

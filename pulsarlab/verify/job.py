@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark import cloudpickle
 from pyspark.sql import DataFrame, SparkSession
@@ -112,6 +113,7 @@ def verify(
                                log_file=log)
         with progress.step("dims", "cross-checking the history's files", "reading", "read"):
             history = reconcile(dirs)
+            pa.default_memory_pool().release_unused()  # what reading took goes back while Spark works
         spark = starting.result()
     while True:
         job = _Job(spark, dirs, expect or Expectations(), history)
@@ -146,6 +148,10 @@ class _Job:
         self.cores = cores = max(spark.sparkContext.defaultParallelism, 1)
         # reduce tasks of the per-message aggregation: several per core, each with some 24 MB of Parquet
         self.reducers = max(2 * cores, total // (24 << 20))
+        # tasks of the second exchange: each holds the order rows of whole (producer, check) groups,
+        # so big histories get up to one task per group (some 128 MB of Parquet each)
+        groups = len(self.d.producers) * 2 * max(len(self.d.clusters), len(self.d.subs), 1)
+        self.resolvers = max(2 * cores, min(groups, total // (128 << 20)))
 
     # -- per message ----------------------------------------------------------------------------
     def units(self) -> list[Unit]:
@@ -208,7 +214,7 @@ class _Job:
             scanned=scanned,
             never=never,
             one_key=self.one_key,
-            routes=exchange.routes(2 * self.cores),
+            routes=exchange.routes(self.resolvers),
             gap_lo=lo,
             gap_width=max((hi - lo) // GAP_BUCKETS + 1, 1),
             gap_buckets=GAP_BUCKETS,
