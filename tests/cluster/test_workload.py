@@ -162,9 +162,10 @@ def test_runs_share_a_topic_without_sharing_producers_and_a_killed_reader_fails_
     ``workload run`` names the failed driver and exits 1."""
     topic = "persistent://smoke/test/wl-shared"
     # enough messages that the second run's reader needs seconds to scan them (about 20,000/s here)
-    # 6 s: a loaded machine acks some 4,000/s, an idle one 20,000/s; either way the scan takes over a flush
-    first = ops.workload_run(smoke.state_dir, WorkloadConfig(topic, partitions=2, producers=2, consumers=0, rate=0,
-                                                            duration=6, message_size=64), tmp_path / "first")
+    # 10 s at up to 6,000/s: a loaded machine acks some 3,000/s (a CI run at f70e718: 19,264 in 6 s at
+    # full speed), an idle one all 60,000; either way the scan takes over a flush, and at most 3 s
+    first = ops.workload_run(smoke.state_dir, WorkloadConfig(topic, partitions=2, producers=2, consumers=0, rate=6000,
+                                                            duration=10, message_size=64), tmp_path / "first")
     assert first.failed == [] and first.counters.acked > 20_000, first
 
     out = tmp_path / "second"
