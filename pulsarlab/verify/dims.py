@@ -57,7 +57,7 @@ class Dims:
         return sorted(p for p, s in self.scopes.items() if any(t in topics for _, t in s))
 
 
-def _dict_column(table: pa.Table, name: str) -> tuple[list[str | None], pa.Array | None]:
+def dict_column(table: pa.Table, name: str) -> tuple[list[str | None], pa.Array | None]:
     """A column's distinct values and, when there are several, each row's code into them."""
     if name not in table.column_names:
         return [None], None
@@ -78,7 +78,7 @@ def _dict_column(table: pa.Table, name: str) -> tuple[list[str | None], pa.Array
 
 def _combos(table: pa.Table) -> list[tuple[str | None, ...]]:
     """The distinct (op, producer, cluster, topic, subscription, consumer) rows of a table."""
-    columns = [_dict_column(table, c) for c in DIM_COLUMNS]
+    columns = [dict_column(table, c) for c in DIM_COLUMNS]
     varying = [(i, values, codes) for i, (values, codes) in enumerate(columns) if codes is not None]
     if not varying:
         return [tuple(values[0] for values, _ in columns)]

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from pulsarlab.history.manifest import MANIFEST, manifest_problems
 from pulsarlab.history.schema import PART_SUFFIX, part_files
-from pulsarlab.verify.dims import Dims, base_topic
+from pulsarlab.verify.dims import Dims, base_topic, dict_column
 from pulsarlab.verify.parts import UnreadablePart, first_line
 
 SCAN_COLUMNS = ("op", "cluster", "topic", "read_index", "message_id", "end_message_id", "error")
@@ -184,13 +184,10 @@ def _rows_at(pf: pq.ParquetFile, rows: list[int], columns: list[str]) -> dict[in
 
 
 def _coded(table: pa.Table, name: str) -> tuple[list[str | None], pa.Array]:
-    """A column's distinct values (None last) and each row's index among them, as int64."""
-    if name not in table.column_names:
-        return [None], pa.repeat(pa.scalar(0, pa.int64()), table.num_rows)
-    col = table.column(name).combine_chunks()
-    col = col if pa.types.is_dictionary(col.type) else pc.dictionary_encode(col)
-    values = [*col.dictionary.to_pylist(), None]
-    return values, pc.cast(col.indices.fill_null(len(values) - 1), pa.int64())
+    """A column's distinct values and each row's index among them (:func:`dict_column`), as int64
+    even when there is one value."""
+    values, codes = dict_column(table, name)
+    return values, codes if codes is not None else pa.repeat(pa.scalar(0, pa.int64()), table.num_rows)
 
 
 def contradictions(scans: list[Scan]) -> list[str]:
