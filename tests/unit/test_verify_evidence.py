@@ -122,3 +122,16 @@ def test_scans_of_a_file_whose_row_groups_hold_different_partitions_are_counted_
     assert scans == {("eu", "t-partition-0"): (3, "1:2:0:-1"), ("us", "t-partition-1"): (2, "7:1:1:-1"),
                      ("eu", "t-partition-1"): (1, "5:0:1:-1")}
     assert contradictions(read_scans([str(path)])) == []
+
+
+def test_a_part_in_several_row_groups_is_counted_whole(tmp_path: Path) -> None:
+    """A big part is read a row group at a time: its rows are counted across all of them."""
+    run = history_with_counts(tmp_path / "run")
+    consumer = run / "consumer-c0.parquet"
+    table = pq.read_table(consumer)
+    pq.write_table(table, consumer, row_group_size=3)
+    assert pq.ParquetFile(consumer).metadata.num_row_groups > 3
+    assert contradictions_of(run) == []
+    pq.write_table(table.slice(0, table.num_rows - 4), consumer, row_group_size=3)
+    [line] = contradictions_of(run)
+    assert line.endswith("holds 8 receive row(s)")
