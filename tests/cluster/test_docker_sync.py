@@ -52,7 +52,7 @@ def test_scenarios_on_the_containers_lose_nothing_and_leave_them_running(docker_
     assert fault["fault"].startswith("kill ensemble:") and fault["outcome"] == "ok" and len(fault["nodes"]) == 1
     [loss] = runs["sync-region-loss"]["faults"]
     assert sorted(loss["nodes"]) == ["bk1-eu", "bk2-eu", "pulsar1-eu", "pulsar2-eu"] and loss["outcome"] == "ok", loss
-    assert 1 < runs["sync-region-loss"]["rto"]["max_recovery_s"] < 50  # an outage happened, and us ended it
+    assert runs["sync-region-loss"]["rto"]["max_recovery_s"] > 1  # an outage happened (its end: the scenario's bound)
     assert all(n.alive and n.ready for n in docker_sync.status())
     topic = json.loads((tmp_path / "runs" / "kill-ensemble-bookie" / "_run.json").read_text())["topic"]
     assert_placed_in_both_regions(docker_sync, topic)
