@@ -18,6 +18,7 @@ from pulsarlab.compose_files import MERGE_SCRIPT, compose_file_text
 from pulsarlab.render import CONF_FILE, merge_properties, parse_properties, render_node
 from pulsarlab.runtime.docker.compose import CONTAINER
 from pulsarlab.topology import BUILTINS, Role, load
+from tests.http_served import QuietHandler, served
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -124,3 +125,44 @@ def test_pulsar_admin_calls_record_a_class_archive_once_then_map_it(tmp_path: Pa
     later = opts({commands.CLASS_ARCHIVE_VAR: str(archive)})
     assert f"-XX:SharedArchiveFile={archive} -Xshare:auto" in later and "ArchiveClassesAtExit" not in later, later
     assert later.startswith("-Xmx96m ") and "-Xlog:all=warning:stderr" in later
+
+
+class _Admin(QuietHandler):
+    """Three resources of an admin API: a document, a missing one, and one that fails."""
+
+    def do_GET(self) -> None:
+        code, body = {"/admin/v2/tenants/t": (200, b'{"adminRoles" : [ ],\n "allowedClusters" : [ "c" ]}'),
+                      "/admin/v2/tenants/gone": (404, b'{"reason":"Tenant does not exist"}')}.get(self.path, (500, b"{}"))
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def test_the_configure_scripts_reads_go_to_the_first_broker_that_answers_and_name_what_failed() -> None:
+    """The script reads over plain HTTP from bash itself: past a broker that refuses connections, a
+    document's body as the reconciler compares it; a missing one is nothing where that is allowed
+    and an error where it is not; any other answer is an error naming the broker and its status."""
+    with served(_Admin) as url:
+        hp = url.removeprefix("http://")
+        with socket.socket() as closed:  # a port nobody listens on: the first broker of $URL is down
+            closed.bind(("127.0.0.1", 0))
+            dead = f"127.0.0.1:{closed.getsockname()[1]}"
+
+        def get(*args: str) -> subprocess.CompletedProcess:
+            script = "set -uo pipefail\n" + commands.HELPERS + f"URL=http://{dead},{hp}\nhttp_get {' '.join(args)} | strip"
+            return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
+
+        ok = get("/admin/v2/tenants/t")
+        assert (ok.returncode, ok.stdout, ok.stderr) == (0, '{"adminRoles":[],"allowedClusters":["c"]}', "")
+        assert subprocess.run(["bash", "-c", commands.HELPERS + f'doc={ok.stdout!r}\nj_list allowedClusters "$doc"'],
+                              capture_output=True, text=True).stdout.strip() == "c"
+        missing = get("/admin/v2/tenants/gone", "missing_ok")
+        assert (missing.returncode, missing.stdout) == (0, "")
+        for args, status in ((("/admin/v2/tenants/gone",), "404"), (("/admin/v2/other", "missing_ok"), "500")):
+            failed = get(*args)
+            assert failed.returncode != 0 and failed.stdout == "", failed
+            assert failed.stderr.startswith(f"configure: GET {args[0]} from {hp}: HTTP/1.0 {status} "), failed.stderr
+    nobody = subprocess.run(["bash", "-c", commands.HELPERS + f"URL=http://{dead}\nhttp_get /admin/v2/tenants/t"],
+                            capture_output=True, text=True, timeout=30)
+    assert nobody.returncode == 1 and f"no broker of http://{dead} accepts a connection" in nobody.stderr
