@@ -23,7 +23,7 @@ from pulsarlab.topology import Role, Topology
 ADMIN = "pulsar_admin"  # bin/pulsar-admin, through the function of HELPERS
 # where the script keeps pulsar-admin's class archive when its environment names one: the first
 # call records the JVM's classes there and every later call maps them (a call's JVM start is most
-# of its cost, and the script makes some thirty calls)
+# of its cost; the script calls it only to write, a fresh sync needing seven calls)
 CLASS_ARCHIVE_VAR = "PULSARLAB_CLASS_ARCHIVE"
 
 _ARCHIVE = CLASS_ARCHIVE_VAR
