@@ -126,6 +126,17 @@ def _active_key(line: str) -> str | None:
     return s.split("=", 1)[0].strip() if s and not s.startswith("#") and "=" in s else None
 
 
+# a bookie's metadata-store session (zkTimeout): templates/bookkeeper.conf.j2 says why this long
+BOOKIE_SESSION_MS = 30_000
+
+
+def bookie_session_s(topo: Topology, node: Node) -> float:
+    """How long ``node`` (a bookie) may lose ZooKeeper before its session is declared lost: the
+    topology's ``zkTimeout`` for it if set, else pulsarlab's."""
+    set_ = node_settings(topo, node).get("zkTimeout")
+    return int(set_.text if set_ else BOOKIE_SESSION_MS) / 1000
+
+
 def node_settings(topo: Topology, node: Node) -> dict[str, Setting]:
     """The ``config`` keys ``node`` gets from the topology (top level < cluster < node)."""
     return effective_config(topo.settings_levels(node), node.role.value)
@@ -143,6 +154,7 @@ def _context(topo: Topology, node: Node, dirs: NodeDirs, security_root: Path | N
         "configuration_store_url": topo.configuration_store_url(),
         "metadata_store_url": topo.metadata_store_url(node.cluster) if node.cluster else "",
         "bookkeeper_metadata_uri": bookkeeper_metadata_uri(topo, node.cluster) if node.cluster else "",
+        "bookie_session_ms": BOOKIE_SESSION_MS,
         "log_file": dirs.log_file,
         "log_level": "info",
         "security": topo.security,

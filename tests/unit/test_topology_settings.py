@@ -222,7 +222,8 @@ def test_validate_checks_the_settings_and_exits_2(tmp_path: Path) -> None:
 # the keys pulsarlab's templates set that a topology may override: its defaults for a small machine
 TUNED = {
     "broker": {"brokerShutdownTimeoutMs", "enableReplicatedSubscriptions", "functionsWorkerEnabled",
-               "loadBalancerOverrideBrokerNicSpeedGbps", "managedLedgerCacheSizeMB", "metadataStoreSessionTimeoutMillis",
+               "loadBalancerOverrideBrokerNicSpeedGbps", "managedLedgerCacheEvictionIntervalMs", "managedLedgerCacheSizeMB",
+               "metadataStoreBatchingEnabled", "metadataStoreSessionTimeoutMillis",
                "numExecutorThreadPoolSize", "numHttpServerThreads", "numIOThreads", "tlsAllowInsecureConnection",
                "tlsRequireTrustedClientCertOnConnect", "webSocketServiceEnabled"},
     "bookie": {"autoRecoveryDaemonEnabled", "dbStorage_readAheadCacheMaxSizeMb", "dbStorage_rocksDB_blockCacheSize",
