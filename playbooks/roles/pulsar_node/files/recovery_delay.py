@@ -1,18 +1,27 @@
 #!/usr/bin/env python3
-"""Raise BookKeeper's lost-bookie recovery delay around one bookie's restart, and set it back.
+"""Hold BookKeeper's auto-recovery off one bookie's restart, and let it go again.
 
 Run on the bookie's host by ``upgrade.yml`` (one run each way, instead of one module run per peer)::
 
     recovery_delay.py raise SECONDS PEER_HTTP_URL...
-    recovery_delay.py restore SECONDS PEER_HTTP_URL BEFORE
+    recovery_delay.py restore SECONDS PEER_HTTP_URL BEFORE [PAUSED]
 
-The delay is the cluster's (kept in its metadata store), read and written through
-``/api/v1/autorecovery/lost_bookie_recovery_delay`` of another bookie. ``raise`` asks the peers in
-the order given, keeps the first that answers, sets the delay to SECONDS through it and prints
-``{"url": ..., "before": N}``; when none answers it prints ``{"url": "", "before": null}`` (no
-bookie can mark the restarting one lost then) and exits 0. ``restore`` sets the delay back to
-BEFORE through the same peer, retrying for a minute; a BEFORE that is missing or equal to SECONDS
-(left by an interrupted run) becomes 0, the rendered value. Standard library only.
+Both switches are the cluster's (kept in its metadata store), read and written through another
+bookie: the lost-bookie recovery delay (``/api/v1/autorecovery/lost_bookie_recovery_delay``) and
+ledger replication (``/api/v1/autorecovery/status``). The delay alone does not hold when the bookie
+that restarts is the auditor: the auditor elected after it audits every bookie at once, delay or
+not, and marks the restarting one's ledgers (seen on the rehearsal hosts); with replication off
+that audit waits until it is on again, when the bookie is back.
+
+``raise`` asks the peers in the order given, keeps the first that answers, sets the delay to
+SECONDS and turns replication off through it, and prints ``{"url": ..., "before": N, "paused":
+true|false}`` (``paused``: replication is to be turned on again by ``restore``); when none answers
+it prints ``{"url": "", "before": null, "paused": false}`` (no bookie can mark the restarting one
+lost then) and exits 0. ``restore`` sets the delay back to BEFORE through the same peer and, with
+PAUSED ``true``, turns replication on, retrying each for a minute; a BEFORE that is missing or equal
+to SECONDS (left by an interrupted run) becomes 0, the rendered value. Replication found off with
+the delay at SECONDS was left off by an interrupted run too, and is turned on again; found off
+otherwise, it was the operator's choice and stays off. Standard library only.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import urllib.error
 import urllib.request
 
 PATH = "/api/v1/autorecovery/lost_bookie_recovery_delay"
+STATUS = "/api/v1/autorecovery/status"
 TIMEOUT_S = 10.0
 
 
@@ -55,13 +65,43 @@ def written(url: str, seconds: int) -> bool:
     return True
 
 
-def restore(url: str, value: int, attempts: int = 12, sleep: float = 5.0) -> str | None:
-    """Write ``value`` through ``url``, asking again while the peer does not answer: None once
-    written, else the last error."""
+def replicating(url: str) -> bool | None:
+    """Whether ledger replication is on, as a peer reports it; None when it does not answer."""
+    try:
+        with urllib.request.urlopen(url + STATUS, timeout=TIMEOUT_S) as resp:
+            return bool(json.loads(resp.read().decode(errors="replace"))["enabled"])
+    except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def set_replication(url: str, on: bool) -> None:
+    req = urllib.request.Request(f"{url}{STATUS}?enabled={'true' if on else 'false'}", data=b"", method="PUT")
+    with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:
+        resp.read()
+
+
+def pause(url: str, seconds: int, before: int) -> bool:
+    """Turn replication off through ``url``; whether ``restore`` is to turn it on again: it was on,
+    or it was left off by an interrupted run (the delay read was the raised one)."""
+    was = replicating(url)
+    if was is False:
+        return before == seconds
+    try:
+        set_replication(url, False)
+    except (urllib.error.URLError, OSError):
+        return False  # left as it was: the delay still holds off a bookie that is not the auditor
+    return True
+
+
+def restore(url: str, value: int, attempts: int = 12, sleep: float = 5.0, resume: bool = False) -> str | None:
+    """Write ``value`` through ``url`` and, with ``resume``, turn replication on, asking again while
+    the peer does not answer: None once done, else the last error."""
     last = ""
     for attempt in range(attempts):
         try:
             write(url, value)
+            if resume:
+                set_replication(url, True)
             return None
         except (urllib.error.URLError, OSError) as exc:
             last = str(exc)
@@ -83,18 +123,20 @@ def main(argv: list[str]) -> int:
         for url in argv[2:]:
             before = read(url)
             if before is not None and written(url, seconds):
-                print(json.dumps({"url": url, "before": before}))
+                print(json.dumps({"url": url, "before": before, "paused": pause(url, seconds, before)}))
                 return 0
-        print(json.dumps({"url": "", "before": None}))
+        print(json.dumps({"url": "", "before": None, "paused": False}))
         return 0
-    if len(argv) in (3, 4) and argv[0] == "restore":
+    if 3 <= len(argv) <= 5 and argv[0] == "restore":
         seconds, url = int(argv[1]), argv[2]
-        value = restored_value(seconds, argv[3] if len(argv) == 4 else None)
-        error = restore(url, value)
+        value = restored_value(seconds, argv[3] if len(argv) >= 4 else None)
+        resume = len(argv) == 5 and argv[4].lower() == "true"
+        error = restore(url, value, resume=resume)
         if error is None:
-            print(json.dumps({"url": url, "delay": value}))
+            print(json.dumps({"url": url, "delay": value, "replication": "on again" if resume else "as it was"}))
             return 0
-        print(f"could not set the lost-bookie recovery delay back to {value} through {url}: {error}", file=sys.stderr)
+        also = " and turn replication on" if resume else ""
+        print(f"could not set the lost-bookie recovery delay back to {value}{also} through {url}: {error}", file=sys.stderr)
         return 1
     print(__doc__, file=sys.stderr)
     return 2
