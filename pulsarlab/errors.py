@@ -74,9 +74,10 @@ class DistributionError(PulsarlabError):
 class PortInUseError(PulsarlabError):
     """An address/port a node needs is already bound by another process."""
 
-    def __init__(self, node: str, address: str, port: int) -> None:
-        self.node, self.address, self.port = node, address, port
-        super().__init__(f"port in use: {address}:{port} (needed by node {node}); nothing was started")
+    def __init__(self, node: str, address: str, port: int, holder: str = "") -> None:
+        self.node, self.address, self.port, self.holder = node, address, port, holder
+        by = f", held by {holder}" if holder else ""
+        super().__init__(f"port in use: {address}:{port} (needed by node {node}{by}); nothing was started")
 
 
 class NodeStartError(PulsarlabError):

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -527,31 +526,13 @@ def workload_run(
             audits.callback(schedule.finish)  # whatever happened to the run
         for url in target.read_clusters.values() or [target.service_url]:
             audits.enter_context(audit_subscription(url, cfg.topic, auth=target.auth))
+        least = cfg.duration
+        if schedule is not None:  # the drivers' deadline: the longest the schedule may keep them sending
+            cfg = replace(cfg, duration=schedule.send_bound_s(least))
         workload = Workload(cfg, target, out, cluster.distribution(), run_id)
-        if schedule is not None and schedule.end_after_s is not None:
-            audits.enter_context(_ends_after_schedule(workload, schedule, schedule.end_after_s))
+        if schedule is not None:
+            audits.enter_context(schedule.ending(workload.end_sending, least))
         return workload.run(tick, after_send=caught_up if target.replication or before_read else None, progress=progress)
-
-
-@contextlib.contextmanager
-def _ends_after_schedule(workload: Workload, schedule: Scheduler, after_s: float) -> Iterator[None]:
-    """While the run lasts: once the schedule's last step returned, producing ends ``after_s`` later."""
-    over = threading.Event()
-
-    def watch() -> None:
-        while not over.is_set():
-            if schedule.done.wait(1.0):
-                if not over.wait(after_s):
-                    workload.end_sending(f"the fault schedule finished {after_s:g}s before")
-                return
-
-    watcher = threading.Thread(target=watch, name="end-after-schedule", daemon=True)
-    watcher.start()
-    try:
-        yield
-    finally:
-        over.set()
-        watcher.join(5)
 
 
 def _history_folder(location: str | Path) -> Path:

@@ -20,7 +20,7 @@ from typing import Any
 
 import requests
 
-from pulsarlab.admin.client import LedgerInfo, admin_of
+from pulsarlab.admin.client import AdminError, LedgerInfo, admin_of
 from pulsarlab.deployment import Endpoints
 from pulsarlab.topology import Role, Topology, id_address, namespace_clusters, namespace_of
 
@@ -169,9 +169,15 @@ def inspect(cluster: Endpoints, topic: str | None = None) -> PlacementReport:
             home = home_region(topo, cname, ns.name)
             live = available_bookies(cluster, cname)
             for t in [topic] if topic else admin.namespace_topics(ns.name):
+                try:
+                    ledgers = admin.ledgers(t)
+                except AdminError as exc:
+                    if topic or exc.status != 404:
+                        raise
+                    continue  # listed, then deleted (an inactive topic's clean-up) before it could be read
                 owner = admin.lookup(t)
                 tp = TopicPlacement(t, cname, owner.broker_id, brokers.get(owner.host, "?"), home)
-                for led in admin.ledgers(t):
+                for led in ledgers:
                     stored, source = stored_ensembles(cluster, cname, led.ledger_id)
                     if stored is not None:
                         led = replace(led, ensembles=stored, metadata_seen=True)

@@ -95,6 +95,15 @@ class FaultRow:
         return " ".join((self.action, *self.args))
 
     @property
+    def error_line(self) -> str | None:
+        """The error on one line: its first (what failed), and its last when there are more (a
+        failed command's cause comes last in its output)."""
+        if self.error is None:
+            return None
+        lines = [line.strip() for line in self.error.splitlines() if line.strip()]
+        return " ... ".join(lines[:1] + lines[-1:] if len(lines) > 1 else lines)
+
+    @property
     def ok(self) -> bool:
         return self.outcome == "ok"
 
@@ -113,6 +122,9 @@ class FaultJournal:
             raise FileExistsError(f"history part already exists: {self.path}")
         self.rows: list[FaultRow] = []
         self._lock = threading.Lock()
+        # the first Parquet write in a process sets up its writer and codec (about 0.6 s here): done
+        # now, in memory, so the first fault's row does not hold back the next step of a schedule
+        pq.write_table(FAULT_SCHEMA.empty_table(), pa.BufferOutputStream(), **WRITE_OPTIONS)
 
     def append(self, row: FaultRow) -> None:
         with self._lock:

@@ -52,7 +52,7 @@ class RunDir:
     @property
     def fault_errors(self) -> list[str]:
         """The faults whose action failed, one line each."""
-        return [f"{f.fault} at {f.offset_s:.1f}s: {f.error}" for f in self.faults or [] if not f.ok]
+        return [f"{f.fault} at {f.offset_s:.1f}s: {f.error_line}" for f in self.faults or [] if not f.ok]
 
     @property
     def directory(self) -> Path:
