@@ -20,6 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import psutil
 import yaml
 
 from pulsarlab.admin.commands import rack_document
@@ -171,9 +172,24 @@ class NodeRuntime(RecordedDeployment):
                 continue
             exc = _bind_error(addr, port)
             if exc is not None and exc.errno == errno.EADDRINUSE:
-                raise PortInUseError(node.name, addr, port)
+                listener = _listener(addr, port)
+                if listener is not None and self._own_previous_jvm(node, listener):
+                    # a node that stopped by itself, still closing: waited for as a stop waits
+                    self.say(f"{node.name}: waiting for its previous JVM (pid {listener.pid}) to close its ports")
+                    self.wait_ports_released(node)
+                    continue
+                raise PortInUseError(node.name, addr, port, _describe(listener) if listener else "")
             if exc is not None:
                 raise StateError(f"cannot bind {addr}:{port} for node {node.name}: {exc}")
+
+    def _own_previous_jvm(self, node: Node, proc: psutil.Process) -> bool:
+        """Whether ``proc`` is a JVM of this node of this deployment (its ``-Dpulsarlab.node`` and
+        state folder on its command line); another process's port is never waited for."""
+        try:
+            cmd = proc.cmdline()
+        except psutil.Error:
+            return False
+        return f"-Dpulsarlab.node={node.name}" in cmd and any(str(self.state_dir) in a for a in cmd)
 
     def wait_ports_released(self, node: Node) -> None:
         """After a kill: the JVM's main thread can be reaped while its other threads still hold its
@@ -534,6 +550,30 @@ def _bind_error(addr: str, port: int) -> OSError | None:
         except OSError as exc:
             return exc
     return None
+
+
+def _listener(addr: str, port: int) -> psutil.Process | None:
+    """The process that listens on ``addr:port`` (None when none this user may see does)."""
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except (psutil.Error, OSError):
+        return None
+    for c in conns:
+        if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.laddr.ip in (addr, "0.0.0.0", "::"):
+            try:
+                return psutil.Process(c.pid) if c.pid is not None else None
+            except psutil.Error:
+                return None
+    return None
+
+
+def _describe(proc: psutil.Process) -> str:
+    """``pid N: command line`` (a long one shortened in the middle: a JVM's main class and config come last)."""
+    try:
+        cmd = " ".join(" ".join(proc.cmdline()).split())
+    except psutil.Error:
+        cmd = "?"
+    return f"pid {proc.pid}: {cmd if len(cmd) <= 200 else f'{cmd[:80]} ... {cmd[-110:]}'}"
 
 
 @functools.cache

@@ -102,8 +102,10 @@ class Expect(_Strict):
     acknowledged messages lost; ``rto_max_s``: every producer's first successful send after each fault
     within this; ``outage_max_s`` / ``outage_min_s``: bounds on each producer's longest window without an
     ack; ``stall_max_s``: a bound on the longest window without an ack while each node a rolling
-    upgrade moves is away; ``expect_failure``: checks that must come out non-zero (a control); ``allow_on``: a check
-    allowed on the named clusters only (it must stay at zero on every other cluster); ``placement``:
+    upgrade moves is away; ``resume_max_s``: a bound on how long such a window may go on after the
+    node is ready again (the clients' part of a stall, whatever the restart itself took);
+    ``expect_failure``: checks that must come out non-zero (a control); ``allow_on``: a check allowed
+    on the named clusters only (it must stay at zero on every other cluster); ``placement``:
     where the run's ledgers must have copies when it ends."""
 
     checks: dict[str, list[str]] = Field(default_factory=dict)
@@ -112,6 +114,7 @@ class Expect(_Strict):
     outage_max_s: float | None = Field(default=None, gt=0)
     outage_min_s: float | None = Field(default=None, ge=0)
     stall_max_s: float | None = Field(default=None, gt=0)
+    resume_max_s: float | None = Field(default=None, gt=0)
     # clients that fail over by themselves (workload client_failover): each one's first ack or delivery
     # on another cluster after the loss, and on its own again after the return, within these; at most
     # async_rpo_max messages acknowledged on the lost cluster missing from the other when they moved
@@ -155,6 +158,16 @@ class Scenario(_Strict):
                     raise KeyError(f"{section}.{name}")
                 by_name[name].update(over.model_dump(exclude_none=True))
         return parse(data)
+
+    def settle_s(self) -> float | None:
+        """The most producing waits, after the last fault returned and past the workload's duration
+        if need be, for sends to be acknowledged again, so that the recovery is seen: the bound on it
+        (``rto_max_s``, ``outage_max_s``, at least 10 s) and a margin. None without faults, or when
+        ``end_after_schedule_s`` decides when producing ends."""
+        if self.end_after_schedule_s is not None or not any(s.fault is not None for s in self.schedule):
+            return None
+        bounds = [b for b in (self.expect.rto_max_s, self.expect.outage_max_s) if b is not None]
+        return max([10.0, *bounds]) + 5.0
 
     def workload_config(self, topic: str) -> WorkloadConfig:
         return WorkloadConfig(**{**self.workload.config, "topic": topic})

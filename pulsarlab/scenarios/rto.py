@@ -14,7 +14,9 @@ reports none, the moment its action returned, ``ended_ts``).
   first invoke and its last send event (the acks in between split it);
 - ``stalls``: for a fault that moves nodes one at a time (a rolling upgrade), per node, the longest
   such interval of any producer that overlaps the node's window away (stop to ready): the publish
-  stall that node's restart caused.
+  stall that node's restart caused, and ``after_ready_s``: how long that interval went on after the
+  node was ready again (how quickly clients came back to it: the part of the stall that does not
+  depend on how long the machine took to restart the node).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class NodeStall:
     node: str
     away_s: float  # from the node taken out to ready again
     longest_without_ack_s: float | None  # None: no producer was sending while it was away
+    after_ready_s: float | None = None  # of those intervals, the longest part after the node was ready again
 
 
 @dataclass
@@ -86,12 +89,18 @@ class Rto:
         """The longest stall any node's window caused; None when no node window was measured."""
         return max((s.longest_without_ack_s for s in self.stalls if s.longest_without_ack_s is not None), default=None)
 
+    @property
+    def max_after_ready_s(self) -> float | None:
+        """The longest a stall went on after its node was ready again; None when none was measured."""
+        return max((s.after_ready_s for s in self.stalls if s.after_ready_s is not None), default=None)
+
     def to_json(self) -> dict:
         return {"max_recovery_s": _r(self.max_recovery_s), "max_outage_s": _r(self.max_outage_s),
                 "producers": [{**asdict(p), "longest_without_ack_s": _r(p.longest_without_ack_s),
                                "faults": [{**asdict(f), "recovery_s": _r(f.recovery_s)} for f in p.faults]}
                               for p in self.producers],
-                "stalls": [{**asdict(s), "away_s": _r(s.away_s), "longest_without_ack_s": _r(s.longest_without_ack_s)}
+                "stalls": [{**asdict(s), "away_s": _r(s.away_s), "longest_without_ack_s": _r(s.longest_without_ack_s),
+                            "after_ready_s": _r(s.after_ready_s)}
                            for s in self.stalls]}
 
 
@@ -154,8 +163,11 @@ def compute(sends: pa.Table, faults: list[tuple[str, float, int]],
 
 
 def _stall(fault: str, w: NodeWindow, spans: list[np.ndarray]) -> NodeStall:
-    """The longest interval without an ack, of any producer, that overlaps the node's window away."""
+    """The longest interval without an ack, of any producer, that overlaps the node's window away,
+    and the longest part of such an interval after the node was ready again (0 when every one ended
+    while it was still away)."""
     longest: float | None = None
+    after: float | None = None
     for points in spans:
         if len(points) < 2 or points[-1] < w.from_ts or points[0] > w.to_ts:
             continue  # this producer was not sending while the node was away
@@ -163,7 +175,9 @@ def _stall(fault: str, w: NodeWindow, spans: list[np.ndarray]) -> NodeStall:
         if overlapping.any():
             gap = float(np.diff(points)[overlapping].max()) / 1e9
             longest = gap if longest is None else max(longest, gap)
-    return NodeStall(fault, w.node, (w.to_ts - w.from_ts) / 1e9, longest)
+            past = float(max(int(points[1:][overlapping].max()) - w.to_ts, 0)) / 1e9
+            after = past if after is None else max(after, past)
+    return NodeStall(fault, w.node, (w.to_ts - w.from_ts) / 1e9, longest, after)
 
 
 def rto_of_run(directory: str | Path) -> Rto:

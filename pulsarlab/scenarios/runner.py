@@ -113,7 +113,7 @@ def run_scenario(
         if all(w["held"] for w in sv.waits):
             # faults count from the first acknowledged send; each one is a row of the run's history
             schedule = Scheduler(cluster, schedule_steps(cluster, sc.schedule, topic, say), history=run_dir, say=say,
-                                 end_after_s=sc.end_after_schedule_s)
+                                 end_after_s=sc.end_after_schedule_s, settle_s=sc.settle_s())
             say(f"workload on {topic}: {sc.workload_config(topic).duration:g}s of producing")
             lab.workload_run(state_dir, sc.workload_config(topic), run_dir, sc.workload.cluster, sc.workload.region,
                              tick, sc.workload.consume_cluster, schedule=schedule)
@@ -160,7 +160,7 @@ def _record_schedule(sv: ScenarioVerdict, sc: Scenario, schedule: Scheduler, run
         return
     if schedule.finished is False:
         sv.reasons.append("the schedule did not finish within its steps' timeouts")
-    sv.reasons += [f"fault did not run: {r.fault} at {r.offset_s:.1f}s: {r.error}" for r in sv.faults if not r.ok]
+    sv.reasons += [f"fault did not run: {r.fault} at {r.offset_s:.1f}s: {r.error_line}" for r in sv.faults if not r.ok]
     missing = len([s for s in sc.schedule if s.fault is not None]) - len(sv.faults)
     if missing > 0:
         sv.reasons.append(f"{missing} fault(s) of the schedule never ran")

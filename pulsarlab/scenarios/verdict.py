@@ -105,12 +105,14 @@ class ScenarioVerdict:
         for st in (self.rto or {}).get("stalls", []):
             stall = st["longest_without_ack_s"]
             shown = "not measured (nothing sent meanwhile)" if stall is None else _secs(stall)
-            t.add_row(f"stall {st['node']}", "", f"away {_secs(st['away_s'])}; longest without ack {shown} "
+            after = st.get("after_ready_s")
+            tail = "" if after is None else f", {_secs(after)} of it after the node was ready"
+            t.add_row(f"stall {st['node']}", "", f"away {_secs(st['away_s'])}; longest without ack {shown}{tail} "
                                                  f"({st['fault']})", "")
         self._failover_rows(t)
         t.add_section()
         for f in self.faults:
-            t.add_row(f"fault @{f.offset_s:.1f}s", "", f"{f.fault}: {f.done if f.ok else f'FAILED: {f.error}'}", "")
+            t.add_row(f"fault @{f.offset_s:.1f}s", "", f"{f.fault}: {f.done if f.ok else f'FAILED: {f.error_line}'}", "")
         for w in self.waits:
             held = "held" if w["held"] else "NOT held"
             t.add_row("wait", w["condition"], f"{held} after {w['seconds']:.1f}s ({_wait_seen(w)})", "")
@@ -198,8 +200,9 @@ def judge(sc: Scenario, verdict: Verdict | None, rto: Rto | None, waits: list[di
         which = "max" if sign == "<=" else "min"
         seen = None if value is None else round(value, 3)
         out.append(Judged(f"longest window without ack ({which})", f"{sign} {bound:g}s", seen, status))
-    if e.stall_max_s is not None:
-        out.append(_judge_stalls(rto, e.stall_max_s))
+    out += [_judge_stalls(rto, bound, name, measure) for bound, name, measure in (
+        (e.stall_max_s, "publish stall while a node restarts", "longest_without_ack_s"),
+        (e.resume_max_s, "publishing resumes once a restarted node is ready", "after_ready_s")) if bound is not None]
     out += _judge_failover(sc, failover)
     if e.placement is not None:
         placed_seen, placed_status = placement.judged(placed)
@@ -216,19 +219,18 @@ def _wait_seen(w: dict[str, Any]) -> str:
     return w["seen"] if first == w["seen"] else f"at first {first}; at the end {w['seen']}"
 
 
-def _judge_stalls(rto: Rto | None, bound: float) -> Judged:
-    """Each node a rolling fault moved: its stall within ``bound``; a node no producer sent across,
-    or no node measured at all, leaves it inconclusive."""
+def _judge_stalls(rto: Rto | None, bound: float, name: str, measure: str) -> Judged:
+    """Each node a rolling fault moved: its ``measure`` (a :class:`NodeStall` field) within ``bound``;
+    a node no producer sent across, or no node measured at all, leaves it inconclusive."""
     expected = f"<= {bound:g}s per node"
     stalls = rto.stalls if rto is not None else []
-    if not stalls or any(s.longest_without_ack_s is None for s in stalls):
-        unmeasured = [s.node for s in stalls if s.longest_without_ack_s is None]
+    values = {s.node: getattr(s, measure) for s in stalls}
+    if not values or None in values.values():
+        unmeasured = [node for node, v in values.items() if v is None]
         seen = f"not measured for {', '.join(unmeasured)}" if unmeasured else "no node moved"
-        return Judged("publish stall while a node restarts", expected, seen, INCONCLUSIVE)
-    worst = max(stalls, key=lambda s: s.longest_without_ack_s or 0.0)
-    value = worst.longest_without_ack_s or 0.0
-    return Judged("publish stall while a node restarts", expected, f"{value:.3f}s ({worst.node})",
-                  PASS if value <= bound else FAIL)
+        return Judged(name, expected, seen, INCONCLUSIVE)
+    node, value = max(values.items(), key=lambda kv: kv[1])
+    return Judged(name, expected, f"{value:.3f}s ({node})", PASS if value <= bound else FAIL)
 
 
 def _judge_failover(sc: Scenario, fo: Failover | None) -> list[Judged]:

@@ -43,14 +43,19 @@ def validate(cluster: Endpoints, args: tuple[str, ...]) -> None:
         raise ValueError(f"{version}: {str(exc).splitlines()[0]}") from None
 
 
+FELL_SAID = "stopped by themselves before their turn (a restart outlasted their sessions), started on it together"
+
+
 def run(cluster: NodeControl, args: tuple[str, ...]) -> Done:
     assert isinstance(cluster, Upgradable)  # validate() said so before the schedule started
     dist = distribution.resolve(version=_release(args))
     result = upgrade(cluster, dist, reporter_of(cluster.say))
     moved = [m for m in result.nodes if m.action == "moved"]
     kept = len(result.nodes) - len(moved)
+    fell = [m.node for m in moved if m.fell]
     what = (f"upgraded {len(moved)} node(s) to {result.target} one at a time in {result.seconds:.1f}s"
-            + (f" ({kept} already on it)" if kept else ""))
+            + (f" ({kept} already on it)" if kept else "")
+            + (f"; {FELL_SAID}: {', '.join(fell)}" if fell else ""))
     windows = tuple(NodeWindow(m.node, *m.away) for m in moved if m.away is not None)
     return Done(what, tuple(m.node for m in moved), parts=windows)
 

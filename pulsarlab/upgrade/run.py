@@ -20,6 +20,7 @@ from pulsarlab.deployment import Upgradable
 from pulsarlab.distribution import Distribution
 from pulsarlab.errors import CheckFailed, NodeStartError
 from pulsarlab.progress import Reporter
+from pulsarlab.render import bookie_session_s
 from pulsarlab.topology import Node, Role
 from pulsarlab.upgrade.plan import Order, Step, load_order, node_script, plan, refusals
 
@@ -36,6 +37,7 @@ class Moved:
     seconds: float = 0.0
     gates: dict[str, float] = field(default_factory=dict)
     away: tuple[int, int] | None = None  # wall clock (ns): from its first gate before the stop to ready again
+    fell: bool = False  # it stopped by itself before its turn (its window: from its start after that)
 
 
 @dataclass
@@ -90,7 +92,7 @@ class NodeUpgrade:
 
     def __init__(self, cluster: Upgradable, order: Order, dist: Distribution, say: Reporter) -> None:
         self.cluster, self.order, self.dist, self.say = cluster, order, dist, say
-        self.delay: tuple[str, int] | None = None  # (peer bookie URL, delay before) while raised
+        self.delay: tuple[str, int, bool] | None = None  # (peer bookie URL, delay before, paused) while raised
 
     def run(self, step: Step) -> Moved:
         node = self.cluster.topo.node(step.node)
@@ -134,7 +136,8 @@ class NodeUpgrade:
         return time.monotonic() - t0
 
     def _raise(self, node: Node) -> None:
-        """lostBookieRecoveryDelay raised through the first other bookie of the cluster that answers."""
+        """lostBookieRecoveryDelay raised and ledger replication turned off (recovery_delay.py says
+        why both) through the first other bookie of the cluster that answers."""
         rd = node_script("recovery_delay")
         for peer in self.cluster.topo.nodes_of(Role.BOOKIE, node.cluster):
             if peer.name == node.name or not self.cluster.alive(peer.name):
@@ -142,19 +145,20 @@ class NodeUpgrade:
             url = bookie_url(self.cluster, peer)
             before = rd.read(url)
             if before is not None and rd.written(url, self.order.recovery_delay_s):
-                self.delay = (url, before)
+                self.delay = (url, before, rd.pause(url, self.order.recovery_delay_s, before))
                 return
         self.say(f"{node.name}: no other bookie of {node.cluster} answers: the recovery delay is left as it is")
 
     def _restore(self) -> None:
         if self.delay is not None:
-            url, before = self.delay
+            url, before, paused = self.delay
             self.delay = None
             rd = node_script("recovery_delay")
             value = rd.restored_value(self.order.recovery_delay_s, before)
-            error = rd.restore(url, value)
+            error = rd.restore(url, value, resume=paused)
             if error is not None:
-                raise CheckFailed(f"the lost-bookie recovery delay could not be set back to {value} through {url}: {error}")
+                also = " and replication turned on" if paused else ""
+                raise CheckFailed(f"the lost-bookie recovery delay could not be set back to {value}{also} through {url}: {error}")
 
     def _replicated(self, node: Node) -> None:
         limit = self.order.underreplicated_timeout_s * timeouts.scale()  # PULSARLAB_TIMEOUT_SCALE, as every wait
@@ -182,10 +186,60 @@ class NodeUpgrade:
             self.say(f"{node.name} did not come back: {str(exc).splitlines()[0]}")
 
 
+def outlasted_sessions(cluster: Upgradable, zk: Moved, slack_s: float = 3.0) -> bool:
+    """Whether the only ZooKeeper node was away (its gates, stop and start) long enough for a
+    bookie's session to be declared lost: its clients reconnect within ``slack_s`` of it serving."""
+    if zk.away is None:
+        return True
+    away_s = (zk.away[1] - zk.away[0]) / 1e9
+    bookies = cluster.topo.nodes_of(Role.BOOKIE)
+    return bool(bookies) and away_s + slack_s >= min(bookie_session_s(cluster.topo, b) for b in bookies)
+
+
+def await_fallout(cluster: Upgradable, rest: list[Step], quiet_s: float = 10.0, grace_s: float = 3.0) -> None:
+    """After the only ZooKeeper node restarted for longer than the bookies' sessions: the nodes
+    whose sessions it outlasted shut down within seconds of it, some after it answers again. Waits
+    ``quiet_s`` (scaled) for one of ``rest`` to stop, then ``grace_s`` more for the others, so that
+    they are all started at once."""
+    deadline = time.monotonic() + quiet_s * timeouts.scale()
+    while time.monotonic() < deadline:
+        if any(not cluster.alive(s.node) for s in rest):
+            time.sleep(grace_s)
+            return
+        time.sleep(0.5)
+
+
+def start_fallen(cluster: Upgradable, dist: Distribution, rest: list[Step], say: Reporter) -> dict[str, Moved]:
+    """The nodes of ``rest`` (not reached yet) that stopped by themselves meanwhile, started at once
+    on ``dist``: with a single ZooKeeper node, its restart can outlast the bookies' session timeout
+    (``zkTimeout``), and a bookie whose auto-recovery loses its session shuts itself down. They ran nothing the
+    gates could protect, so none is waited for (upgrade.yml does the same). Those that were to move
+    are returned as moved, for their turn in the order."""
+    stopped = [s for s in rest if not cluster.alive(s.node)]
+    if not stopped:
+        return {}
+    names = [s.node for s in stopped]
+    say(f"stopped by themselves meanwhile, started now on {dist.version}: {', '.join(names)}")
+    since, t0 = time.time_ns(), time.monotonic()
+    for s in stopped:
+        if s.action != "keep":
+            cluster.place_node(s.node, dist)
+    cluster.start_group(names)
+    took = time.monotonic() - t0
+    reported = cluster.reported_versions()
+    wrong = [n for n in names if reported[n][0] != dist.version]
+    if wrong:
+        raise CheckFailed(f"{', '.join(wrong)} started again but report{'s' if len(wrong) == 1 else ''} "
+                          f"{', '.join(str(reported[n][0]) for n in wrong)}, not {dist.version}")
+    return {s.node: Moved(s.node, s.role.value, s.running, dist.version, "moved", took, {"started_after_stopping": took},
+                          (since, time.time_ns()), fell=True) for s in stopped if s.action != "keep"}
+
+
 def upgrade(cluster: Upgradable, dist: Distribution, say: Reporter,
             order: Order | None = None, between: Callable[[Moved], None] | None = None) -> UpgradeResult:
     """Move every node that does not report ``dist.version`` onto it, one at a time. ``between``
-    runs after each node (a test stops the run there)."""
+    runs after each node's turn, whatever it took: a move, nothing (already on the version), or a
+    node that stopped by itself and was started on it earlier (a test stops the run there)."""
     order = order or load_order()
     t0 = time.monotonic()
     target = dist.version
@@ -194,14 +248,19 @@ def upgrade(cluster: Upgradable, dist: Distribution, say: Reporter,
     if any(step.action != "keep" for step in steps):
         cluster.stage_release(dist)
     done: list[Moved] = []
+    fallen: dict[str, Moved] = {}
     cluster.record_version(target, None, done=False)
     mover = NodeUpgrade(cluster, order, dist, say)
-    for step in steps:
+    for i, step in enumerate(steps):
         label = f"{step.node} ({step.role.value}): {step.running} -> {target}"
-        if step.action == "keep":
+        if step.action == "keep" or step.node in fallen:
             say.begin(step.node, label)
-            say.end(step.node, f"already on {target}")
-            done.append(Moved(step.node, step.role.value, step.running, step.running, "kept"))
+            moved = fallen.pop(step.node, None) or Moved(step.node, step.role.value, step.running, step.running, "kept")
+            again = " (started on it after it stopped by itself)" if moved.action == "moved" else ""
+            say.end(step.node, f"already on {target}{again}")
+            done.append(moved)
+            if between is not None:
+                between(moved)
             continue
         say.begin(step.node, label, "starting")
         try:
@@ -211,7 +270,15 @@ def upgrade(cluster: Upgradable, dist: Distribution, say: Reporter,
             raise
         say.end(step.node, f"on {target} ({moved.seconds:.1f}s)")
         done.append(moved)
+        if step.role == Role.ZOOKEEPER and len(cluster.topo.nodes_of(Role.ZOOKEEPER)) == 1 \
+                and outlasted_sessions(cluster, moved):
+            say(f"{step.node} was away longer than the bookies' metadata sessions: watching for nodes that stop")
+            await_fallout(cluster, steps[i + 1:])
+        fallen.update(start_fallen(cluster, dist, steps[i + 1:], say))
         if between is not None:
             between(moved)
+    # a node can stop by itself after its turn too (a bookie whose auto-recovery lost ZooKeeper for a
+    # second on a loaded machine): the run does not end with a node down it could start (upgrade.yml too)
+    start_fallen(cluster, dist, steps, say)
     cluster.record_version(target, dist, done=True)
     return UpgradeResult(target, done, time.monotonic() - t0)

@@ -23,12 +23,15 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from pulsarlab import ops
+from pulsarlab import ops, timeouts
 from pulsarlab.admin.client import admin_of
 from pulsarlab.cli import app
 from pulsarlab.deployment import NodeControl
 from pulsarlab.errors import CheckFailed, UsageError
+from pulsarlab.scenarios.model import BUILTIN_DIR
+from pulsarlab.upgrade.fault import FELL_SAID
 from pulsarlab.upgrade.run import Moved
+from tests.interrupt import default_sigint
 from tests.topology_files import builtin_at
 
 pytestmark = pytest.mark.cluster
@@ -58,13 +61,27 @@ def pids(cluster: NodeControl) -> dict[str, int | None]:
 
 
 def scenario(name: str, cluster: NodeControl, out: Path) -> dict:
-    """A built-in scenario run through the CLI on the running deployment (``--on``), its verdict."""
-    result = runner.invoke(app, ["scenario", "run", name, "--on", str(cluster.state_dir), "--json", "--out", str(out)])
+    """A built-in scenario run through the CLI on the running deployment (``--on``), its verdict.
+
+    Its bounds are scaled as every wait is (``PULSARLAB_TIMEOUT_SCALE``: 2 when two test workers
+    share the cores). The whole stall of the only broker's restart is mostly how long the machine
+    takes to start a JVM: in a CI run it took 65 s while the other worker started an active-active
+    pair of clusters, so that bound gets twice more. What the product answers for, the stall going on
+    after the node is ready again (1.2 s in that run), keeps the plain scaled bound."""
+    data = yaml.safe_load((BUILTIN_DIR / f"{name}.yaml").read_text())
+    expect = data["expect"]
+    expect["stall_max_s"] *= 2 * timeouts.scale()
+    expect["resume_max_s"] *= timeouts.scale()
+    spec = out / f"{name}.yaml"
+    out.mkdir(parents=True, exist_ok=True)
+    spec.write_text(yaml.safe_dump(data))
+    result = runner.invoke(app, ["scenario", "run", str(spec), "--on", str(cluster.state_dir), "--json", "--out", str(out)])
     assert result.stdout.strip().startswith("{"), result.output
     verdict = json.loads(result.stdout)
     print(json.dumps({k: verdict.get(k) for k in ("status", "rpo", "checks", "faults")}, indent=1)[:3000])
     for stall in verdict["rto"]["stalls"]:
-        print(f"{name} {stall['node']}: away {stall['away_s']:.1f}s, longest without ack {stall['longest_without_ack_s']}s")
+        print(f"{name} {stall['node']}: away {stall['away_s']:.1f}s, longest without ack {stall['longest_without_ack_s']}s, "
+              f"{stall['after_ready_s']}s of it after the node was ready")
     assert result.exit_code == 0 and verdict["status"] == "pass", json.dumps(
         {k: verdict.get(k) for k in ("reasons", "expectations", "faults")}, indent=1)
     return verdict
@@ -81,9 +98,17 @@ def test_rolling_upgrade_scenario_moves_each_node_in_order_and_loses_nothing(clu
     assert upgrade["nodes"] == order  # Pulsar's order, one node at a time
     windows = upgrade["parts"]
     assert [w["node"] for w in windows] == order
-    assert all(a["to_ts"] <= b["from_ts"] for a, b in zip(windows, windows[1:], strict=False))  # never two at once
+    # the nodes the upgrade stopped went one at a time. With the only ZooKeeper node, its restart can
+    # outlast the bookies' sessions (30 s) on a loaded machine: a bookie that stopped by itself then is
+    # named, and started on the new release right after ZooKeeper, with any other that stopped too
+    fell = upgrade["done"].split(f"{FELL_SAID}: ", 1)[1].split(", ") if FELL_SAID in upgrade["done"] else []
+    own = [w for w in windows if w["node"] not in fell]
+    assert all(a["to_ts"] <= b["from_ts"] for a, b in zip(own, own[1:], strict=False))  # never two at once
+    assert all(w["from_ts"] >= windows[0]["to_ts"] for w in windows if w["node"] in fell), (fell, windows)
+    print(f"stopped by themselves during the upgrade: {fell or 'none'}")
     stalls = v["rto"]["stalls"]
     assert [s["node"] for s in stalls] == order and all(s["longest_without_ack_s"] is not None for s in stalls)
+    assert all(s["after_ready_s"] is not None for s in stalls)
     (producer,) = v["rto"]["producers"]
     assert producer["acked"] > 1000
     # Pulsar's promise under a rolling upgrade with deduplication: nothing acknowledged lost or stored
@@ -135,13 +160,18 @@ def test_a_rollback_stopped_half_way_serves_at_mixed_releases_and_the_rollback_s
         ops.upgrade(cluster.state_dir, OLD, between=stop_after_bk1)
     status = ops.status(cluster.state_dir)
     assert all(n["ready"] for n in status["nodes"])  # every node serving
-    assert reported(cluster) == {"zk": OLD, "bk1": OLD, "bk2": NEW, "bk3": NEW, "pulsar1": NEW}
+    versions = reported(cluster)
+    assert (versions["zk"], versions["bk1"], versions["pulsar1"]) == (OLD, OLD, NEW), versions  # mixed releases
+    # a bookie that stopped by itself when the only ZooKeeper node's restart outlasted its session
+    # (a loaded machine) was started on the older release at once: it is already there too
+    left = [n for n in ("bk2", "bk3", "pulsar1") if versions[n] == NEW]
+    print(f"still on {NEW} when the rollback stopped: {', '.join(left)}")
     assert status["upgrading_to"] == OLD
     # run again, under load this time: the rolling-rollback scenario continues where it stopped
     v = scenario("rolling-rollback", cluster, tmp_path)
     (rollback,) = v["faults"]
-    assert rollback["nodes"] == ["bk2", "bk3", "pulsar1"] and "(2 already on it)" in rollback["done"], rollback
-    assert [s["node"] for s in v["rto"]["stalls"]] == ["bk2", "bk3", "pulsar1"]
+    assert rollback["nodes"] == left and f"({5 - len(left)} already on it)" in rollback["done"], rollback
+    assert [s["node"] for s in v["rto"]["stalls"]] == left
     assert v["rpo"] == 0 and v["checks"]["duplicated_in_storage"] == 0
     assert set(reported(cluster).values()) == {OLD}
     assert ops.status(cluster.state_dir)["upgrading_to"] == ""
@@ -182,7 +212,7 @@ def test_changed_settings_roll_out_dynamic_at_once_and_static_one_node_at_a_time
     workload = subprocess.Popen(
         [sys.executable, "-m", "pulsarlab.cli", "workload", "run", "--state-dir", state, "--out", str(run),
          "--duration", "300", "--rate", "100", "--deduplication", "--quiet"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=default_sigint)
     try:
         time.sleep(8)  # traffic before the rollout
         applied = runner.invoke(app, ["up", "--topology", str(new), "--state-dir", state, "--apply"])

@@ -43,6 +43,8 @@ def test_each_node_window_is_kept_in_the_history_and_its_stall_measured(tmp_path
     assert stalls["bk1"].longest_without_ack_s == pytest.approx(5.5 - 2.91, abs=0.01)  # last ack before: 2.9 s + 10 ms
     assert stalls["pulsar1"].longest_without_ack_s == pytest.approx(13.0 - 11.91, abs=0.01)
     assert stalls["pulsar1"].away_s == pytest.approx(6.0)
+    # every held window ended while its node was still away: past each return only the next ack's 10 ms
+    assert all(s.after_ready_s == pytest.approx(0.01, abs=0.001) for s in stalls.values())
     rto = rto_of_run(tmp_path)
     assert rto.max_stall_s == pytest.approx(stalls["bk1"].longest_without_ack_s)
     assert [s["node"] for s in rto.to_json()["stalls"]] == ["zk", "bk1", "pulsar1"]
@@ -77,11 +79,32 @@ def test_the_stall_bound_is_judged_per_node(tmp_path: Path, held_until: float, s
     assert stall.status == status and "bk1" in stall.actual
 
 
+@pytest.mark.parametrize(("held_until", "status"), [(7.0, PASS), (12.0, FAIL)])
+def test_what_a_stall_lasts_after_its_node_is_ready_is_judged_on_its_own(tmp_path: Path, held_until: float,
+                                                                           status: str) -> None:
+    # bk1 away 3-5 s, acks held from 3 s: until 7 s is 2 s past its return, until 12 s is 7 s past it;
+    # the whole stall (4 or 9 s) is within stall_max_s either way
+    times = [i * 0.5 for i in range(41)]
+    write_table(tmp_path, "producer-p0", sends("p0", times, {t: held_until for t in times if 3.0 <= t < held_until}))
+    FaultJournal(tmp_path).append(upgrade_row((window("bk1", 3.0, 5.0),)))
+    rto = rto_of_run(tmp_path)
+    assert rto.stalls[0].after_ready_s == pytest.approx(held_until - 5.0, abs=0.01)
+    assert rto.to_json()["stalls"][0]["after_ready_s"] == pytest.approx(held_until - 5.0, abs=0.01)
+    sc = parse_scenario({**BASE, "schedule": [{"at": 1, "fault": "upgrade 4.0.8", "timeout": 300}],
+                         "end_after_schedule_s": 5, "expect": {"stall_max_s": 10, "resume_max_s": 5}})
+    judged = {j.name: j for j in judge(sc, verdict({}), rto, [])}
+    assert judged["publish stall while a node restarts"].status == PASS
+    resume = judged["publishing resumes once a restarted node is ready"]
+    assert resume.status == status and "bk1" in resume.actual and resume.expected == "<= 5s per node"
+
+
 def test_a_stall_not_measured_is_inconclusive_not_a_pass(tmp_path: Path) -> None:
     write_table(tmp_path, "producer-p0", sends("p0", [i * 0.5 for i in range(11)], {}))
     FaultJournal(tmp_path).append(upgrade_row(()))  # the upgrade moved no node: nothing to measure
-    judged = judge(stall_scenario(), verdict({}), rto_of_run(tmp_path), [])
-    assert next(j for j in judged if j.name.startswith("publish stall")).status == INCONCLUSIVE
+    sc = parse_scenario({**BASE, "schedule": [{"at": 1, "fault": "upgrade 4.0.8", "timeout": 300}],
+                         "end_after_schedule_s": 5, "expect": {"stall_max_s": 10, "resume_max_s": 5}})
+    judged = judge(sc, verdict({}), rto_of_run(tmp_path), [])
+    assert [j.status for j in judged if j.name.startswith(("publish stall", "publishing resumes"))] == [INCONCLUSIVE] * 2
 
 
 @pytest.mark.parametrize("fault", ["upgrade", "upgrade 4.0", "upgrade 4.0.8 4.0.6"])
@@ -95,7 +118,8 @@ def test_the_builtin_rolling_scenarios_start_on_the_release_they_leave() -> None
         sc = load(name)
         assert sc.topology_model().pulsar_version == start
         assert [(f.action, f.args) for f in sc.faults()] == [("upgrade", (target,))]
-        assert sc.end_after_schedule_s is not None and sc.expect.stall_max_s is not None and sc.expect.rpo == 0
+        assert sc.end_after_schedule_s is not None and sc.expect.rpo == 0
+        assert sc.expect.stall_max_s is not None and sc.expect.resume_max_s is not None
 
 
 class Running:
