@@ -1,8 +1,6 @@
 """``pulsarlab chaos ...``: break the running cluster now (the faults themselves live in
 :mod:`pulsarlab.chaos`; see docs/chaos.md)."""
 
-from __future__ import annotations
-
 import json
 import time
 from typing import TYPE_CHECKING, Annotated

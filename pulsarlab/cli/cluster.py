@@ -1,16 +1,13 @@
 """The cluster's life: ``topologies``, ``render``, ``up``, ``status``, ``configure``, ``node ...``, ``down``."""
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from pulsarlab.cli import lazy
-from pulsarlab.cli.options import ImageOpt, JsonOpt, QuietOpt, StateDirOpt, TopologyOpt, cell, err, out, print_whole
+from pulsarlab.cli.options import ImageOpt, JsonOpt, QuietOpt, StateDirOpt, TopologyOpt, cell, err, new_table, out, print_whole
 from pulsarlab.cli.progress import reporter
 from pulsarlab.errors import CheckFailed, UsageError
 from pulsarlab.topology import builtin_descriptions
@@ -31,7 +28,7 @@ def topologies(as_json: JsonOpt = False) -> None:
     if as_json:
         print(json.dumps(desc, indent=2))
         return
-    table = Table("topology", "description")
+    table = new_table("topology", "description")
     for name, text in desc.items():
         table.add_row(name, text)
     out.print(table)
@@ -93,7 +90,7 @@ def render_cmd(
         if as_json:
             print(json.dumps([{"file": r.file, "key": r.key, "value": r.value, "origin": r.origin} for r in rows], indent=2))
             return
-        table = Table("file", "key", "value", "origin")
+        table = new_table("file", "key", "value", "origin")
         for r in rows:
             table.add_row(r.file, r.key, r.value, r.origin)
         print_whole(out, table)
@@ -196,7 +193,7 @@ def ls(as_json: JsonOpt = False) -> None:
     if as_json:
         print(json.dumps(rows, indent=2))
     else:
-        table = Table("name", "runtime", "topology", "running", "state folder")
+        table = new_table("name", "runtime", "topology", "running", "state folder")
         for r in rows:
             running = f"{r['running']}/{r['nodes']}" if r["error"] is None else f"unreadable: {r['error']}"
             table.add_row(r["name"] or "-", r["runtime"] or "-", r["topology"] or "-", running, r["state_dir"])
@@ -216,7 +213,7 @@ def status(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
         print(json.dumps(report, indent=2))
     else:
         upgrading = f", upgrading to {report['upgrading_to']}" if report.get("upgrading_to") else ""
-        table = Table("node", "role", "cluster", "region", "address", "pid", "ready", "version",
+        table = new_table("node", "role", "cluster", "region", "address", "pid", "ready", "version",
                       title=f"{report['name']} ({report['runtime']}, Pulsar {report['pulsar_version'] or '?'}{upgrading})")
         for n in report["nodes"]:
             state = "[green]ready[/]" if n["ready"] else ("[yellow]paused[/]" if n["paused"] else "[red]no[/]")
@@ -267,7 +264,7 @@ def configure_cmd(
     if not report.changes:
         out.print("nothing to change: the cluster matches its topology")
         return
-    table = Table("cluster", "object", "field", "current", "desired", "action",
+    table = new_table("cluster", "object", "field", "current", "desired", "action",
                   title="differences" + (" (dry run: nothing changed)" if dry_run else " (fixed)"))
     for c in report.changes:
         table.add_row(c.cluster, c.object, c.field, cell(c.current), cell(c.desired), c.action)

@@ -1,7 +1,5 @@
 """``pulsarlab compose write``: the compose files of ``compose/`` (plain Docker Compose, no pulsarlab needed)."""
 
-from __future__ import annotations
-
 import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated

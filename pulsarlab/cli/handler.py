@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.markup import escape
 from typer.core import TyperGroup
 
 from pulsarlab import settings
@@ -52,6 +51,8 @@ def report(exc: BaseException, message: str, code: int, as_json: bool, log: Path
                                     "log": str(log) if log else None}}, indent=2))
     line = message + (f" (traceback in {log})" if log else "")
     # the label is markup; the message is text (a name, a path, a log line may hold [brackets])
+    from rich.markup import escape
+
     err.print(f"{_label(exc)} {escape(line)}", highlight=False, markup=True, soft_wrap=True)
     return typer.Exit(code)
 

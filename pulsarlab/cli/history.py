@@ -1,7 +1,5 @@
 """``pulsarlab history push DIR URI``: a finished run's history copied to where a Spark cluster reads it."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

@@ -1,7 +1,5 @@
 """``pulsarlab hosts up|down|replace``: rehearsal hosts to deploy onto before production."""
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 from typing import Annotated

@@ -1,7 +1,5 @@
 """``pulsarlab image build``: Pulsar (or Prometheus) images made without any registry."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

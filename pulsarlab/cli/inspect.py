@@ -1,15 +1,12 @@
 """``pulsarlab inspect placement|bookies|replication``: where the running cluster keeps things."""
 
-from __future__ import annotations
-
 import json
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from pulsarlab.cli import lazy
-from pulsarlab.cli.options import JsonOpt, StateDirOpt, cell, err, out, print_whole
+from pulsarlab.cli.options import JsonOpt, StateDirOpt, cell, err, new_table, out, print_whole
 from pulsarlab.errors import CheckFailed
 
 if TYPE_CHECKING:
@@ -37,7 +34,7 @@ def inspect_placement(
     if as_json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
-        table = Table("topic", "owner", "region", "ledger", "entries", "ensembles", "regions", "under-repl. (pulsarlab)")
+        table = new_table("topic", "owner", "region", "ledger", "entries", "ensembles", "regions", "under-repl. (pulsarlab)")
         for t in report.topics:
             owner = f"{t.owner_region}" + (f" (home {t.home_region})" if t.home_region else "")
             for i, led in enumerate(t.ledgers or [None]):
@@ -61,7 +58,7 @@ def inspect_bookies(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> 
     if as_json:
         print(json.dumps([r.__dict__ for r in rows], indent=2))
     else:
-        table = Table("bookie", "region", "id", "entries added", "entries read", "bytes written", "bytes read")
+        table = new_table("bookie", "region", "id", "entries added", "entries read", "bytes written", "bytes read")
         for r in rows:
             table.add_row(r.node, r.region, r.bookie_id, f"{r.added_entries:.0f}", f"{r.read_entries:.0f}",
                           f"{r.written_bytes:.0f}", f"{r.read_bytes:.0f}")
@@ -83,7 +80,7 @@ def inspect_replication(
     if as_json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
-        table = Table("topic", "from", "to", "connected", "backlog", "delay s", "rate out/s")
+        table = new_table("topic", "from", "to", "connected", "backlog", "delay s", "rate out/s")
         for d in report.directions:
             state = "[green]yes[/]" if d.connected else f"[red]no[/]{' (' + d.error + ')' if d.error else ''}"
             table.add_row(d.topic, d.source, d.destination, state, cell(d.backlog), cell(d.delay_seconds),

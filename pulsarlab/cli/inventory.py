@@ -1,7 +1,5 @@
 """``pulsarlab inventory validate FILE``: a hosts file checked before Ansible gets it."""
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 from typing import Annotated

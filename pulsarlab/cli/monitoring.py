@@ -1,16 +1,13 @@
 """``pulsarlab monitoring up|status|down``: a Prometheus scraping every node, and Grafana provisioning."""
 
-from __future__ import annotations
-
 import json
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from pulsarlab.cli import lazy
-from pulsarlab.cli.options import JsonOpt, StateDirOpt, out
+from pulsarlab.cli.options import JsonOpt, StateDirOpt, new_table, out
 from pulsarlab.errors import CheckFailed, Inconclusive
 from pulsarlab.monitoring.ports import DEFAULT_PORT
 
@@ -52,7 +49,7 @@ def status_cmd(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
     elif report.url is None:
         out.print("Prometheus is not running (start it with 'pulsarlab monitoring up')")
     else:
-        table = Table("node", "job", "instance", "health", "last error", title=f"Prometheus {report.url}")
+        table = new_table("node", "job", "instance", "health", "last error", title=f"Prometheus {report.url}")
         for t in report.targets:
             table.add_row(t.node, t.job, t.instance, t.health, t.last_error or "-")
         out.print(table)

@@ -1,7 +1,5 @@
 """``pulsarlab report DIR``: the HTML page of a run directory."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

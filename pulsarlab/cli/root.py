@@ -3,8 +3,6 @@
 Each group lives in its own module (parse, call one function, print); how a command fails is
 decided by the root group alone (:mod:`pulsarlab.cli.handler`)."""
 
-from __future__ import annotations
-
 import signal
 import sys
 from typing import Annotated

@@ -1,22 +1,21 @@
 """``pulsarlab scenario list|run``: a thin layer over :mod:`pulsarlab.scenarios`."""
 
-from __future__ import annotations
-
 import json
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from pulsarlab.cli import lazy
 from pulsarlab.cli.handler import exit_with
-from pulsarlab.cli.options import JsonOpt, err, out, print_whole
+from pulsarlab.cli.options import JsonOpt, err, new_table, out, print_whole
 from pulsarlab.cli.progress import reporter
 from pulsarlab.errors import StateError, UsageError
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from pulsarlab.scenarios import batch, model, runner
     from pulsarlab.scenarios.verdict import ScenarioVerdict
 else:  # loaded on first use: a command pays only for what it runs
@@ -47,16 +46,16 @@ def list_cmd(as_json: JsonOpt = False) -> None:
     if as_json:
         print(json.dumps(rows, indent=2))
         return
-    table = Table("scenario", "topology", "description")
+    table = new_table("scenario", "topology", "description")
     for r in rows:
         desc = r["description"] if r["runnable"] else f"[yellow]not runnable here:[/] {r['problem']}"
         table.add_row(r["name"] + (" (control)" if r["control"] else ""), r["topology"] or "-", desc)
     out.print(table)
 
 
-def summary_table(verdicts: list[ScenarioVerdict], status: str) -> Table:
+def summary_table(verdicts: "list[ScenarioVerdict]", status: str) -> "Table":
     """One row per run: status, RPO, RTO, acknowledged sends, the checks that counted something, wall time."""
-    table = Table("scenario", "run", "status", "RPO", "max RTO s", "longest without ack s", "acked",
+    table = new_table("scenario", "run", "status", "RPO", "max RTO s", "longest without ack s", "acked",
                   "checks > 0", "wall s", title=f"overall: {status.upper()} "
                   f"({len(verdicts)} runs, {sum(v.seconds for v in verdicts):.0f} s of runs)")
     for v in verdicts:
@@ -112,7 +111,7 @@ def run_cmd(
     out_dir = out_dir or Path(tempfile.mkdtemp(prefix="pulsarlab-scenarios-"))
     plan = batch.plan_runs(refs or model.builtin_names(), repeat, out_dir, on=target)
 
-    def shown(verdict: ScenarioVerdict, run_dir: Path) -> None:
+    def shown(verdict: "ScenarioVerdict", run_dir: Path) -> None:
         if not as_json:
             out.print(verdict.render_table())
             out.print(f"run folder: {run_dir}", highlight=False)

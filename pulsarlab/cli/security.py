@@ -1,7 +1,5 @@
 """``pulsarlab token create`` and ``pulsarlab grant``: a thin layer over :mod:`pulsarlab.admin.credentials`."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 

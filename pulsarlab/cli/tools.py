@@ -1,7 +1,5 @@
 """The operator's commands beside the cluster ones: ``env`` (URLs out), ``logs`` and ``doctor``."""
 
-from __future__ import annotations
-
 import contextlib
 import json
 import sys
@@ -10,7 +8,6 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 
 from pulsarlab.cli import lazy
 from pulsarlab.cli.options import JsonOpt, StateDirOpt, TopologyOpt, out
@@ -91,6 +88,8 @@ def doctor_cmd(topology: TopologyOpt = "smoke", as_json: JsonOpt = False) -> Non
 
     Exit code: 0 everything the local runtime needs is there (Docker is only reported), 1 something is missing.
     """
+    from rich.markup import escape
+
     from pulsarlab import doctor
 
     checks = doctor.run(topology)

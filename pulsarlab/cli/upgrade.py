@@ -1,15 +1,12 @@
 """``pulsarlab upgrade --to V``: a rolling upgrade or rollback of the running deployment."""
 
-from __future__ import annotations
-
 import json
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from pulsarlab.cli import lazy
-from pulsarlab.cli.options import JsonOpt, QuietOpt, StateDirOpt, err, out
+from pulsarlab.cli.options import JsonOpt, QuietOpt, StateDirOpt, err, new_table, out
 from pulsarlab.cli.progress import reporter
 
 if TYPE_CHECKING:
@@ -38,7 +35,7 @@ def upgrade(
     if as_json:
         print(json.dumps(result.to_dict(), indent=2))
         return
-    table = Table("node", "role", "before", "after", "action", "seconds", "gates (s)", title=f"upgrade to {result.target}")
+    table = new_table("node", "role", "before", "after", "action", "seconds", "gates (s)", title=f"upgrade to {result.target}")
     for n in result.nodes:
         gates = ", ".join(f"{g} {s:.1f}" for g, s in n.gates.items()) or "-"
         table.add_row(n.node, n.role, n.before or "-", n.after or "-", n.action,

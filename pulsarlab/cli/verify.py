@@ -1,7 +1,5 @@
 """``pulsarlab verify DIR...``: the PySpark verdict over one or several histories."""
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated

@@ -1,7 +1,5 @@
 """``pulsarlab workload run``: recorded traffic through the running cluster, with live counters."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -21,7 +19,7 @@ else:  # loaded on first use: a command pays only for what it runs
 workload_app = typer.Typer(no_args_is_help=True, help="Drive recorded traffic through the running cluster.")
 
 
-def counters_line(c: Counters) -> str:
+def counters_line(c: "Counters") -> str:
     return (f"sent {c.invoked}  acked {c.acked}  failed {c.failed}  unknown {c.unknown}  "
             f"in flight {c.in_flight}  received {c.received}  stored {c.stored}")
 

@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 from pulsarlab import distribution
 from pulsarlab.cli import app
 from pulsarlab.cli.options import print_whole, width_needed
-from pulsarlab.cli.progress import RichReporter, reporter
+from pulsarlab.cli.progress import reporter
+from pulsarlab.cli.rich_progress import RichReporter
 from pulsarlab.progress import NO_PROGRESS, Reporter, SayReporter, human_bytes, reporter_of
 from pulsarlab.verify.display import example_lines, shown_value, table, utc_time
 from pulsarlab.verify.model import CHECKS, Check, Verdict
@@ -50,6 +51,34 @@ def test_each_step_shows_its_label_status_and_end() -> None:
     assert "bk1" in text and "ready (3.2s)" in text and "✓" in text
     assert "not ready" in text and "✗" in text
     assert "Pulsar 4.0.8 from /cache [x]" in text  # a note is printed as it is, never read as markup
+
+
+def test_the_clis_console_made_on_first_use_draws_the_display_like_a_console(monkeypatch) -> None:
+    """The CLI's consoles wait for their first use (rich stays out of --help); handed to the live
+    display, which enters its console as a context, and to a wide table, they act as the real one."""
+    from pulsarlab.cli import options
+
+    console, buf = _terminal()
+    monkeypatch.setattr(options, "_console", lambda stderr=False: console)
+    waiting = options._OnFirstUse(stderr=True)
+    with reporter(waiting) as progress:  # type: ignore[arg-type]
+        assert isinstance(progress, RichReporter) and progress.progress.console is console
+        progress.begin("bk1", "bk1", "starting")
+        progress.end("bk1", "ready (3.2s)")
+    assert "ready (3.2s)" in buf.getvalue() and "✓" in buf.getvalue()
+    wide = Console(file=io.StringIO(), width=40)
+    monkeypatch.setattr(options, "_console", lambda stderr=False: wide)
+    row = "x" * 60
+    print_whole(options._OnFirstUse(stderr=False), table_of(row))  # type: ignore[arg-type]
+    assert row in wide.file.getvalue()  # type: ignore[attr-defined]
+
+
+def table_of(value: str):  # type: ignore[no-untyped-def]
+    from rich.table import Table
+
+    t = Table("name")
+    t.add_row(value)
+    return t
 
 
 def test_a_step_that_raises_ends_failed_and_the_error_goes_on() -> None:
