@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 import psutil
 
+from pulsarlab import timeouts
 from pulsarlab.classdata import JVM_LOG_ON_STDERR, ClassArchives
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ GIB = 1 << 30
 SPARK_LOG_NAME = "spark.log"
 _spark_log: Path | None = None  # where the running session's JVM writes its stderr
 DRIVER = "driver"  # the kind of JVM whose classes are archived (pulsarlab.classdata)
-ARCHIVE_WAIT_S = 60.0  # for the recording driver JVM to write its class archive at exit
+ARCHIVE_WAIT_S = 60.0  # for the recording driver JVM to write its class archive at exit (scaled)
 
 
 def spark_log() -> Path | None:
@@ -113,7 +114,7 @@ def _keep_recording(archives: ClassArchives, recording: Path) -> None:
         try:
             if proc.stdin is not None:
                 proc.stdin.close()
-            rc = proc.wait(timeout=ARCHIVE_WAIT_S)
+            rc = proc.wait(timeout=ARCHIVE_WAIT_S * timeouts.scale())
         except (OSError, subprocess.TimeoutExpired):
             rc = None  # not waited for longer: a later process records again
     archives.settle(DRIVER, recording, rc == 0)

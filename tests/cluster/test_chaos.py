@@ -18,7 +18,7 @@ import pulsar
 import pytest
 import requests
 
-from pulsarlab import ops
+from pulsarlab import ops, timeouts
 from pulsarlab.admin.client import AdminClient, encode_topic
 from pulsarlab.chaos import netfilter, recovery, targets
 from pulsarlab.chaos.actions import Fault, run_fault
@@ -202,11 +202,13 @@ def test_auto_recovery_re_replicates_a_lost_bookies_ledgers_within_the_region(sy
     lost = next(b for b in targets.ensemble(sync, topic) if sync.topo.node(b).region == "eu")
     other = next(b.name for b in sync.topo.nodes_of(Role.BOOKIE) if b.region == "eu" and b.name != lost)
     run_fault(sync, Fault(0, "kill", (lost,)))
-    # a closed ledger is re-replicated at once; an open one only after a 30 s grace period
+    # the auditor marks the lost bookie's ledgers once its registration is gone (its metadata
+    # session, zkTimeout: 30 s); a closed ledger is re-replicated at once, an open one only after a
+    # grace period
     AdminClient(sync.admin_url("mycluster")).unload_topic(topic)
     t0 = time.monotonic()
     try:
-        report = recovery.wait_replicated(sync, topic, timeout=60)
+        report = recovery.wait_replicated(sync, topic, timeout=120 * timeouts.scale())
         print(f"re-replicated {len(report.topics[0].ledgers)} ledger(s) in {time.monotonic() - t0:.1f}s after the kill")
     except StateError as exc:
         pytest.fail(f"{exc}\n{recovery_log_lines(sync)}")

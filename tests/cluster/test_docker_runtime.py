@@ -210,8 +210,10 @@ def test_the_first_bookie_records_its_roles_class_archive_and_maps_it_from_its_n
     bk1 = docker_smoke._container("bk1")
     assert bk1 is not None and bk1.config.image  # the rollback above moved it onto another image
     folder = image_archives(docker_smoke.docker.image.inspect(bk1.config.image).id).root
-    (folder / "bookie.jsa").unlink(missing_ok=True)  # as where no bookie of this image has stopped yet
+    # stopped first: a bk1 that is recording now (its image had no archive when it started, as on a
+    # machine where no bookie of this image has stopped yet) promotes its recording here
     cli("node", "stop", "bk1", "--state-dir", state)
+    (folder / "bookie.jsa").unlink(missing_ok=True)  # as where no bookie of this image has stopped yet
     cli("node", "start", "bk1", "--state-dir", state)
     assert any(a.startswith("-XX:ArchiveClassesAtExit=") for a in docker_smoke.jvm_command_line("bk1") or [])
     assert _mapped(docker_smoke, "bk1") == set()

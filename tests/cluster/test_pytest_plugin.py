@@ -16,6 +16,7 @@ import pytest
 from pulsarlab import ops
 from pulsarlab.distribution import DEFAULT_VERSION, cache_root
 from tests.eventually import eventually
+from tests.interrupt import default_sigint
 from tests.topology_files import builtin_at
 
 pytest_plugins = ["pytester"]
@@ -108,7 +109,7 @@ def test_an_interrupted_run_takes_its_cluster_down(pytester: pytest.Pytester, pr
     state, args = project
     pytester.makepyfile(test_user=USER_TEST.format(n=1) + "    time.sleep(300)\n")  # a test busy until interrupted
     inner = subprocess.Popen([sys.executable, "-m", "pytest", *args, "test_user.py"], cwd=pytester.path,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=default_sigint)
     try:
 
         def has_a_cluster() -> None:

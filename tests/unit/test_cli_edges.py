@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from pulsarlab.cli import app
 from pulsarlab.cli.handler import ERROR_LOG
 from pulsarlab.runtime import open_deployment
+from tests.interrupt import default_sigint
 
 runner = CliRunner()
 
@@ -176,7 +177,7 @@ def test_logs_follow_ends_at_ctrl_c_with_exit_0(stopped: Path) -> None:
     log.write_text("the last line so far\n")
     root = Path(__file__).resolve().parents[2]
     proc = subprocess.Popen([sys.executable, "-m", "pulsarlab.cli", "logs", "zk", "-f", "--state-dir", str(stopped)],
-                            cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
     try:
         assert proc.stdout.readline() == "the last line so far\n"
         time.sleep(0.5)  # deliberate: Ctrl-C while it follows, not before

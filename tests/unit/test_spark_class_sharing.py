@@ -26,7 +26,7 @@ SESSION = textwrap.dedent("""
 
 
 def _session(cache: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", SESSION], capture_output=True, text=True, timeout=300,
+    return subprocess.run([sys.executable, "-c", SESSION], capture_output=True, text=True, timeout=600,
                           env={**os.environ, "PULSARLAB_CACHE": str(cache)})
 
 
