@@ -1,0 +1,69 @@
+"""scripts/cpu-by-component, the CI's account of where the cores went: command lines named as the
+components they run, and a table that adds up to what the machine was busy."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "cpu-by-component"
+
+
+def script() -> ModuleType:
+    loader = importlib.machinery.SourceFileLoader("cpu_by_component", str(SCRIPT))
+    spec = importlib.util.spec_from_loader("cpu_by_component", loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def test_command_lines_are_named_by_what_they_run() -> None:
+    m = script()
+    lib = "-cp /root/.cache/pulsarlab/pulsar/apache-pulsar-4.0.8/lib/* -Dpulsarlab.node=bk1"
+    assert m.classify(f"/usr/bin/java {lib} org.apache.bookkeeper.server.Main --conf b.conf") == "pulsar bookie"
+    assert m.classify(f"/usr/bin/java {lib} org.apache.pulsar.PulsarBrokerStarter --broker-conf x") == "pulsar broker"
+    assert m.classify(f"/usr/bin/java {lib} org.apache.pulsar.zookeeper.ZooKeeperStarter zk.conf") == "pulsar zookeeper"
+    assert m.classify("java -Xmx256m -cp driver.jar:lib/* pulsarlab.driver.Driver /tmp/p0.json") == "workload drivers (JVM)"
+    assert m.classify("java -cp spark/jars/* org.apache.spark.deploy.SparkSubmit --conf spark.driver.memory=1g "
+                      "pyspark-shell") == "spark driver (JVM)"
+    assert m.classify("/venv/bin/python3 -m pyspark.daemon") == "spark python workers"
+    assert m.classify("/venv/bin/python3 /venv/bin/ansible-playbook -i inventory.yml upgrade.yml") == "ansible"
+    pytest = "pytest (controller, workers and the CLI calls they make in-process)"
+    assert m.classify("/venv/bin/python -m pytest -n 2") == pytest
+    assert m.classify("/venv/bin/python -u -c import sys;exec(eval(sys.stdin.readline()))") == pytest  # an xdist worker
+    assert m.classify("/venv/bin/python -m pulsarlab.cli up --topology smoke") == "pulsarlab CLI"
+    assert m.classify("sleep 5") == m.OTHER
+
+
+def test_the_table_adds_up_to_the_busy_time_with_what_no_sample_saw(tmp_path: Path) -> None:
+    m = script()
+    out = tmp_path / "cpu.txt"
+    tick = m.TICK
+    m.write(out, {"pulsar bookie": 300 * tick, "pulsar broker": 100 * tick, "other processes": 0},
+            {"pulsar bookie": 3, "pulsar broker": 1}, total=500 * tick, wall=250.0)
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("CPU by component over 250 s of wall: 500 CPU-s busy")
+    assert [line.split()[0] for line in lines[1:]] == ["300", "100", "100"]
+    assert lines[1].endswith("3 procs  pulsar bookie") and "60.0%" in lines[1]
+    assert lines[-1].endswith(m.UNSEEN) and "20.0%" in lines[-1]
+
+
+def test_a_child_no_sample_saw_is_charged_to_its_parent_and_a_seen_one_only_once() -> None:
+    m = script()
+    accounts = m.Accounts(started_at=1000)
+    ansible = m.Proc("10", 900, "1", own=50, children=7)  # started before the sampler: charged from now on
+    accounts.step([ansible], {"10": "ansible"})
+    assert accounts.charged == {}
+    # a fork that lived between two samples: only the parent's reaped time tells of it (30 ticks)
+    accounts.step([ansible._replace(own=55, children=37)], {"10": None})
+    assert accounts.charged == {"ansible": 5 + 30}
+    # a child seen twice (a JVM: 40 ticks, then 100), then gone and reaped with 104 (4 after the last sample)
+    child = m.Proc("11", 1100, "10", own=40, children=0)
+    accounts.step([ansible._replace(own=55, children=37), child], {"10": None, "11": "pulsar broker"})
+    accounts.step([ansible._replace(own=55, children=37), child._replace(own=100)], {"10": None, "11": None})
+    accounts.step([ansible._replace(own=56, children=37 + 104)], {"10": None})
+    assert accounts.charged == {"ansible": 5 + 30 + 1 + 4, "pulsar broker": 100}
+    assert accounts.counted() == {"ansible": 1, "pulsar broker": 1}
