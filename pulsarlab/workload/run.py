@@ -83,6 +83,10 @@ class WorkloadConfig:
     batching: bool = True
     deduplication: bool = False
     drain_seconds: float = 5.0
+    # while draining, a consumer without a broker (moving to a new owner) does not count as idle for
+    # up to this long (a subscribe that times out, 30 s, and its retry): an ownership move in the
+    # last seconds must not end the drain
+    drain_reconnect_seconds: float = 60.0
     send_timeout_ms: int = 30_000
     max_pending: int = 1000
     max_pending_acks: int = 1000  # per consumer: acknowledgements awaiting their receipt
@@ -186,6 +190,7 @@ class Workload:
         cfg, t = self.cfg, self.target
         config = {"service_url": t.consumer_url, "topic": cfg.topic, "subscription": cfg.subscription,
                   "subscription_type": cfg.subscription_type, "drain_seconds": cfg.drain_seconds,
+                  "drain_reconnect_seconds": cfg.drain_reconnect_seconds,
                   "max_pending_acks": cfg.max_pending_acks, "replicate_subscription": t.replicated_subscription,
                   "max_backoff_ms": cfg.max_backoff_ms, **t.driver_auth(), **self._failover(t.consumer_cluster)}
         constants = {"consumer": f"c{i}", "subscription": cfg.subscription, "cluster": t.consumer_cluster, "region": t.region,
@@ -306,7 +311,7 @@ class Workload:
                 self._await_ready(readers)
                 self._follow([*consumers, *readers], [*started, *readers], tick)
         finally:
-            self._finish(started, grace=self.cfg.send_timeout_ms / 1000 + self.cfg.drain_seconds + 30)
+            self._finish(started, grace=self.cfg.send_timeout_ms / 1000 + self.cfg.drain_seconds + self.cfg.drain_reconnect_seconds + 30)
             self._finish(readers, grace=read_idle_timeout + 60)
         if self._errors:
             (self.out / "errors.txt").write_text("\n".join(self._errors) + "\n")

@@ -390,6 +390,7 @@ public final class Driver {
         String name = cfg.path("name").asText();
         String topic = cfg.path("topic").asText();
         long drainNs = (long) (cfg.path("drain_seconds").asDouble(5.0) * 1e9);
+        long reconnectNs = (long) (cfg.path("drain_reconnect_seconds").asDouble(60.0) * 1e9);
         int maxAcks = Math.max(cfg.path("max_pending_acks").asInt(1000), 1);
         Semaphore acks = new Semaphore(maxAcks);
         try (Consumer<byte[]> consumer = client.newConsumer()
@@ -405,11 +406,26 @@ public final class Driver {
             journal.subscribe(now(), journal.id(topic));
             say("@ready");
             long idleSince = 0;
+            long awayNs = 0; // while draining: how long the consumer has been without a broker
+            long lastNs = System.nanoTime();
             while (!stopping) {
                 Message<byte[]> msg = consumer.receive(200, TimeUnit.MILLISECONDS);
                 if (msg == null) {
                     if (draining) {
                         long t = System.nanoTime();
+                        // a consumer between brokers receives nothing because it is away, not because the
+                        // topic is drained: that time does not count as idle, up to drain_reconnect_seconds
+                        if (!consumer.isConnected() && awayNs < reconnectNs) {
+                            awayNs += t - lastNs;
+                            lastNs = t;
+                            idleSince = 0;
+                            if (awayNs >= reconnectNs) {
+                                say("@error " + name + " drain: still not connected after "
+                                        + reconnectNs / 1_000_000_000L + " s; the drain ends on idle from now");
+                            }
+                            continue;
+                        }
+                        lastNs = t;
                         idleSince = idleSince == 0 ? t : idleSince;
                         if (t - idleSince > drainNs) {
                             break;
@@ -417,6 +433,7 @@ public final class Driver {
                     }
                     continue;
                 }
+                lastNs = System.nanoTime();
                 idleSince = 0;
                 Delivery d = Delivery.of(msg, journal);
                 journal.delivery(RECEIVE, now(), d, msg.getRedeliveryCount());
