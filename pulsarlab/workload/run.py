@@ -311,7 +311,8 @@ class Workload:
                 self._await_ready(readers)
                 self._follow([*consumers, *readers], [*started, *readers], tick)
         finally:
-            self._finish(started, grace=self.cfg.send_timeout_ms / 1000 + self.cfg.drain_seconds + self.cfg.drain_reconnect_seconds + 30)
+            cfg = self.cfg
+            self._finish(started, grace=cfg.send_timeout_ms / 1000 + cfg.drain_seconds + cfg.drain_reconnect_seconds + 30)
             self._finish(readers, grace=read_idle_timeout + 60)
         if self._errors:
             (self.out / "errors.txt").write_text("\n".join(self._errors) + "\n")
