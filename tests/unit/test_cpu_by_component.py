@@ -67,3 +67,18 @@ def test_a_child_no_sample_saw_is_charged_to_its_parent_and_a_seen_one_only_once
     accounts.step([ansible._replace(own=56, children=37 + 104)], {"10": None})
     assert accounts.charged == {"ansible": 5 + 30 + 1 + 4, "pulsar broker": 100}
     assert accounts.counted() == {"ansible": 1, "pulsar broker": 1}
+
+
+def test_a_child_that_goes_with_its_parent_is_not_charged_again_to_the_grandparent() -> None:
+    """A script's subshell that ends right after the program it waited for: both go between two
+    samples, and the script reaps the subshell with the program's time inside its own."""
+    m = script()
+    accounts = m.Accounts(started_at=1000)
+    shell = m.Proc("20", 1100, "1", own=1, children=0)
+    sub = m.Proc("21", 1101, "20", own=0, children=0)
+    burner = m.Proc("22", 1102, "21", own=150, children=0)  # seen: 150 ticks charged to it
+    accounts.step([shell, sub, burner], {"20": "other processes", "21": "other processes", "22": "other python"})
+    accounts.step([shell, sub, burner._replace(own=300)], {"20": None, "21": None, "22": None})
+    # the burner (301 at its end) and the subshell (2) are gone; the shell's reaped time shows both
+    accounts.step([shell._replace(children=301 + 2)], {"20": None})
+    assert accounts.charged == {"other processes": 1 + 1 + 2, "other python": 300}
