@@ -29,6 +29,7 @@ from pulsarlab.topology import Topology, bookie_id
 from tests.cluster.ansible_hosts import LabHosts, Play, docker
 from tests.eventually import eventually
 from tests.interrupt import default_sigint
+from tests.message_ids import ledger_entry
 
 
 @dataclass
@@ -219,7 +220,7 @@ def stored_twice(history: pa.Table) -> tuple[int, list[tuple[str, int]]]:
     ledgers: dict[tuple[str, int], list[str]] = {}
     for producer, seq, mid in zip(reads["producer"].to_pylist(), reads["seq"].to_pylist(),
                                   reads["message_id"].to_pylist(), strict=True):
-        ledgers.setdefault((producer, seq), []).append(mid.strip("()").split(",")[0])
+        ledgers.setdefault((producer, seq), []).append(ledger_entry(mid)[0])
     twice = {k: v for k, v in ledgers.items() if len(v) > 1}
     return len(twice), sorted(k for k, v in twice.items() if len(set(v)) < len(v))
 

@@ -28,6 +28,7 @@ from pulsarlab.workload.driver import DriverProcess, driver_archives, driver_cla
 from pulsarlab.workload.run import WorkloadConfig
 from tests.eventually import eventually
 from tests.interrupt import default_sigint
+from tests.message_ids import ledger_entry
 
 runner = CliRunner()
 RUN_ID = re.compile(r"r\d{8}-\d{6}-[0-9a-f]{4}")
@@ -35,11 +36,6 @@ RUN_ID = re.compile(r"r\d{8}-\d{6}-[0-9a-f]{4}")
 
 def rows(history: pa.Table, op: str) -> list[dict]:
     return history.filter(pc.equal(history.column("op"), op)).to_pylist()
-
-
-def ledger_entry(message_id: str) -> tuple[int, int]:
-    ledger, entry, *_ = (int(x) for x in message_id.strip("()").split(","))
-    return ledger, entry
 
 
 def complete(scan: dict) -> bool:
