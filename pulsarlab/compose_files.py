@@ -165,9 +165,10 @@ def services(topo: Topology, configs: dict[str, Config]) -> list[StandaloneServi
     out.append(racks)
     for c in topo.clusters:
         bookies = topo.nodes_of(Role.BOOKIE, c.name)
-        first, rest = nodes[bookies[0].name], [nodes[b.name] for b in bookies[1:]]
+        lead = topo.first_bookie(c.name)
+        first, rest = nodes[lead.name], [nodes[b.name] for b in bookies if b != lead]
         first.depends = {racks.name: done}
-        for s in rest:  # one bookie first on a fresh cluster: bookies racing to format it can fail
+        for s in rest:  # one bookie first on a fresh cluster (Topology.first_bookie says why)
             s.depends = {first.name: healthy}
         out += [first, *rest]
     brokers = [nodes[b.name] for b in topo.nodes_of(Role.BROKER)]

@@ -155,6 +155,7 @@ def _context(topo: Topology, node: Node, dirs: NodeDirs, security_root: Path | N
         "metadata_store_url": topo.metadata_store_url(node.cluster) if node.cluster else "",
         "bookkeeper_metadata_uri": bookkeeper_metadata_uri(topo, node.cluster) if node.cluster else "",
         "bookie_session_ms": BOOKIE_SESSION_MS,
+        "auto_recovery": node.role == Role.BOOKIE and topo.runs_auto_recovery(node),
         "log_file": dirs.log_file,
         "log_level": "info",
         "security": topo.security,

@@ -54,9 +54,8 @@ def inventory(topo: Topology) -> dict[str, object]:
         nodes = topo.nodes_of(role)
         if nodes:
             children[group] = {"hosts": {n.name: host_vars(topo, n.name) for n in nodes}}
-    # the first bookie of each cluster starts alone: it lays out the auto-recovery metadata, which
-    # bookies starting together race to create (one of them exits with BadVersion)
-    first = [bk[0].name for c in topo.clusters if (bk := [n for n in topo.nodes_of(Role.BOOKIE) if n.cluster == c.name])]
+    # the first bookie of each cluster starts alone (Topology.first_bookie says why)
+    first = [topo.first_bookie(c.name).name for c in topo.clusters if topo.nodes_of(Role.BOOKIE, c.name)]
     if first:
         children["bookies_first"] = {"hosts": dict.fromkeys(first)}
     # filled while deploy.yml runs (running nodes whose files changed); empty here, so that a run with

@@ -1,5 +1,5 @@
 """Auto-recovery, observed: after a bookie is lost, BookKeeper's auditor (one per cluster, elected
-among the bookies, which run the auto-recovery daemon: ``autoRecoveryDaemonEnabled=true``) marks
+among the bookies that run the auto-recovery daemon: ``Topology.runs_auto_recovery``) marks
 the ledgers that had copies on it under-replicated at once (``lostBookieRecoveryDelay=0``), and
 the replication workers copy those fragments to another bookie chosen by the same placement
 policy (region-aware in ``sync``: the copy goes to the lost bookie's region). A ledger still open

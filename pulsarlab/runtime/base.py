@@ -246,7 +246,7 @@ class NodeRuntime(RecordedDeployment):
             if early and before_brokers is not None:
                 before_brokers(self)
             self._spawn(early)
-            first = self._first_per_cluster([n for n in bookies if n.cluster in fresh])
+            first = [b for b in bookies if b.cluster in fresh and b == self.topo.first_bookie(b.cluster)]
             rest = bookies
             if first and len(first) < len(bookies):
                 self._start_tier(first)
@@ -267,10 +267,6 @@ class NodeRuntime(RecordedDeployment):
         if before_brokers is not None:
             before_brokers(self)
         self._start_tier(brokers)
-
-    @staticmethod
-    def _first_per_cluster(nodes: list[Node]) -> list[Node]:
-        return [next(n for n in nodes if n.cluster == c) for c in dict.fromkeys(n.cluster for n in nodes)]
 
     def _start_zookeeper(self, tier: list[Node], with_metadata: bool) -> set[str]:
         """Start ZooKeeper and, with ``with_metadata``, initialise the clusters' metadata meanwhile;

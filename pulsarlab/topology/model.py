@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from pulsarlab.errors import TopologyError
 from pulsarlab.topology import GRANT_ACTIONS
-from pulsarlab.topology.settings import ROLES, Level, RoleConfig, RoleJvmOptions, level_problems
+from pulsarlab.topology.settings import ROLES, Level, RoleConfig, RoleJvmOptions, conf_text, effective_config, level_problems
 
 DEFAULT_PORTS: dict[str, dict[str, int]] = {
     "zookeeper": {"client": 2181, "metrics": 8000},
@@ -242,6 +242,33 @@ class Topology(_Strict):
         ni = self.nodes.index(node)
         levels.append(Level(f"node {node.name}", f"nodes[{ni}]({node.name})", node.config, node.jvm_options))
         return levels
+
+    def runs_auto_recovery(self, node: Node) -> bool:
+        """Whether bookie ``node`` runs BookKeeper's auto-recovery daemon (a candidate in the
+        auditor's election and a replication worker): the topology's ``autoRecoveryDaemonEnabled``
+        for it, else pulsarlab's choice, :meth:`default_auto_recovery`."""
+        set_ = effective_config(self.settings_levels(node), Role.BOOKIE.value).get(AUTO_RECOVERY_KEY)
+        if set_ is not None:
+            return conf_text(set_.value).strip().lower() == "true"
+        return node in self.default_auto_recovery(node.cluster or "")
+
+    def default_auto_recovery(self, cluster: str) -> list[Node]:
+        """The bookies of ``cluster`` that run auto-recovery unless the topology says otherwise: the
+        first of each region (a region lost whole leaves a worker in the others), then the next in
+        order until :data:`AUTO_RECOVERY_MIN` do (one bookie lost leaves one). The others skip the
+        daemon: its sessions and election cost each bookie about 2 % of a core, and a bookie that
+        lost the election takes 10 s longer to stop (docs/fast-start.md)."""
+        bookies = self.nodes_of(Role.BOOKIE, cluster)
+        firsts = [b for i, b in enumerate(bookies) if all(o.region != b.region for o in bookies[:i])]
+        more = [b for b in bookies if b not in firsts][:max(0, AUTO_RECOVERY_MIN - len(firsts))]
+        return [b for b in bookies if b in firsts or b in more]
+
+    def first_bookie(self, cluster: str) -> Node:
+        """The bookie of ``cluster`` started alone on a fresh cluster: the first that runs
+        auto-recovery, whose daemon lays out its metadata (``underreplication/LAYOUT``), which
+        several daemons starting together race to create (the losers exit with BadVersion)."""
+        bookies = self.nodes_of(Role.BOOKIE, cluster)
+        return next((b for b in bookies if self.runs_auto_recovery(b)), bookies[0])
 
     # ----- derived views -------------------------------------------------------------------
     def nodes_of(self, role: Role, cluster: str | None = None) -> list[Node]:
@@ -562,6 +589,7 @@ def _check_cluster(t: Topology, f: str, c: Cluster) -> None:
                     f"the node's region {b.region!r} (got {rack!r})",
                 )
     _check_persistence(f"{f}.persistence", c.persistence, len(bookies), len({b.region for b in bookies}), c.placement)
+    _check_auto_recovery(t, f, bookies)
     if c.placement_repair_s is not None:
         _check_placement_repair(t, f, c, bookies)
     namespaces = {x.name for x in t.namespaces}
@@ -592,6 +620,21 @@ def _check_placement_repair(t: Topology, f: str, c: Cluster, bookies: list[Node]
     for where, config in levels:
         if clash := sorted(set(config.of("bookie")) & set(PLACEMENT_REPAIR_KEYS)):
             raise TopologyError(where, f"{clash[0]} is set by {f}.placement_repair_s (the auditor's placement check and repair)")
+
+
+# the bookie key that turns BookKeeper's auto-recovery daemon on (Topology.runs_auto_recovery)
+AUTO_RECOVERY_KEY = "autoRecoveryDaemonEnabled"
+# bookies per cluster that run it by default (Topology.default_auto_recovery), where there are as many
+AUTO_RECOVERY_MIN = 2
+
+
+def _check_auto_recovery(t: Topology, f: str, bookies: list[Node]) -> None:
+    """A cluster with no bookie running auto-recovery would never copy a lost bookie's ledgers
+    again, and the gates that wait for no under-replicated ledger would pass without anyone checking."""
+    if not any(t.runs_auto_recovery(b) for b in bookies):
+        raise TopologyError(f"{f}.config.bookie.{AUTO_RECOVERY_KEY}",
+                            f"no bookie of the cluster runs auto-recovery ({AUTO_RECOVERY_KEY} is false on each): "
+                            "a lost bookie's ledgers would never be copied again; leave it true on one bookie at least")
 
 
 def _check_isolation(pf: str, p: IsolationPolicy, cluster: str, brokers: set[str], namespaces: set[str]) -> None:
