@@ -197,10 +197,17 @@ def test_region_loss_kills_exactly_that_regions_nodes(sync: LocalCluster) -> Non
 
 
 def test_auto_recovery_re_replicates_a_lost_bookies_ledgers_within_the_region(sync: LocalCluster) -> None:
+    """The harder case: the lost bookie is the only one of its region that runs auto-recovery, so a
+    replication worker of the other region must make the new copy."""
     topic = f"persistent://mytenant/eu/recovery-{uuid.uuid4().hex[:6]}"
+    eu = [b for b in sync.topo.nodes_of(Role.BOOKIE) if b.region == "eu"]
+    assert [b.name for b in eu if sync.topo.runs_auto_recovery(b)] == ["bk1-eu"]
+    lost, other = "bk1-eu", "bk2-eu"
+    run_fault(sync, Fault(0, "stop", (other,)))  # the topic's ledger gets its eu copy on the lost bookie
     produce(sync, topic, 50)
-    lost = next(b for b in targets.ensemble(sync, topic) if sync.topo.node(b).region == "eu")
-    other = next(b.name for b in sync.topo.nodes_of(Role.BOOKIE) if b.region == "eu" and b.name != lost)
+    run_fault(sync, Fault(0, "start", (other,)))
+    sync.wait_writable_bookies("mycluster")
+    assert lost in targets.ensemble(sync, topic)
     run_fault(sync, Fault(0, "kill", (lost,)))
     # the auditor marks the lost bookie's ledgers once its registration is gone (its metadata
     # session, zkTimeout: 30 s); a closed ledger is re-replicated at once, an open one only after a
