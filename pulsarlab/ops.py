@@ -487,7 +487,7 @@ def prepare_topic(cluster: Endpoints, target: Target, cfg: WorkloadConfig) -> No
         admin = admin_of(cluster, name)
         admin.create_topic(cfg.topic, cfg.partitions)
         if cfg.deduplication:
-            admin.set_deduplication(namespace_of(cfg.topic), True)
+            admin.ensure_deduplication(namespace_of(cfg.topic), True)
 
 
 def workload_run(

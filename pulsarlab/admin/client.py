@@ -335,6 +335,15 @@ class AdminClient:
     def set_deduplication(self, namespace: str, enabled: bool) -> None:
         self.request("POST", f"/admin/v2/namespaces/{namespace}/deduplication", body=enabled, idempotent=True)
 
+    def ensure_deduplication(self, namespace: str, enabled: bool) -> bool:
+        """Set the namespace's deduplication only when its policies say otherwise (True: written).
+        Every write is a policy change that each broker applies to every loaded topic of the
+        namespace, so a workload asking for what is already there changes nothing."""
+        if (self.namespace_policies(namespace) or {}).get("deduplicationEnabled") is enabled:
+            return False
+        self.set_deduplication(namespace, enabled)
+        return True
+
     def unload_namespace(self, namespace: str) -> None:
         """Every bundle of the namespace let go by its owner, to be placed again by the load manager
         (after a failover: back on the isolation policy's primary brokers)."""

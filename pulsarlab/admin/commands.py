@@ -186,7 +186,7 @@ def _tenant_lines(it: Item) -> list[str]:
     ]
 
 
-def _namespace_lines(ns: Item, persistence: Item | None) -> list[str]:
+def _namespace_lines(ns: Item, persistence: Item | None, dedup: Item | None = None) -> list[str]:
     clusters = ",".join(ns.wanted["replication_clusters"])
     create = _write("URL", "namespaces", "create", ns.name, "--clusters", clusters)
     lines = [
@@ -206,6 +206,11 @@ def _namespace_lines(ns: Item, persistence: Item | None) -> list[str]:
             _check(f"persistence {ns.name} E/Qw/Qa/mark-delete-rate", got, want) + " || "
             + _write("URL", "namespaces", "set-persistence", ns.name, "-e", str(p["bookkeeperEnsemble"]),
                      "-w", str(p["bookkeeperWriteQuorum"]), "-a", str(p["bookkeeperAckQuorum"]), "-r", "0"))
+    if dedup is not None:
+        on = bool(dedup.wanted["deduplicationEnabled"])
+        lines.append(
+            _check(f"deduplication {ns.name}", '"$(j_value deduplicationEnabled "$doc")"', "true" if on else "false")
+            + " || " + _write("URL", "namespaces", "set-deduplication", ns.name, "--enable" if on else "--disable"))
     return lines
 
 
@@ -247,7 +252,8 @@ def _pass(topo: Topology) -> list[str]:
                 lines += _tenant_lines(it)
             elif it.kind == "namespace":
                 pers = next((p for p in items if p.kind == "persistence" and p.name == it.name), None)
-                lines += _namespace_lines(it, pers)
+                dedup = next((d for d in items if d.kind == "deduplication" and d.name == it.name), None)
+                lines += _namespace_lines(it, pers, dedup)
             elif it.kind == "isolation":
                 lines += _isolation_lines(it)
     return lines

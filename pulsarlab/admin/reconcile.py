@@ -13,6 +13,8 @@ everything back and fail loudly on any drift. What is configured, per Pulsar clu
   the shared configuration store and are written once. Geo-replication needs each cluster to
   find the others' URLs there: a broker replicating to a cluster connects to the URLs registered
   for it;
+* a namespace's ``deduplication`` when the topology sets it (Pulsar's namespace-level broker-side
+  deduplication, ``deduplicationEnabled`` of its policies), written once too;
 * namespace isolation policies (per cluster): Pulsar matches the regexes against the broker's
   *host* (the load manager turns ``host:port`` into ``http://host:port`` and takes the host), with a
   full match; the ``/brokers`` view matches ``host:port``. The regex written accepts both.
@@ -38,7 +40,8 @@ from pulsarlab.topology import Node, Role, Topology, bookie_id, home_cluster, na
 # BookKeeper logs the placement policy's own node and location when a broker's client starts.
 _LOCAL_NODE = re.compile(r"Initialize rackaware ensemble placement policy @ <Bookie:([^>]+)> @ (\S+) ")
 _START_MARK = b"===== pulsarlab: starting"
-ORDER = ("rack", "cluster", "tenant", "namespace", "permission", "persistence", "isolation", "broker-region")
+ORDER = ("rack", "cluster", "tenant", "namespace", "permission", "persistence", "deduplication", "isolation",
+         "broker-region")
 WORKLOAD_ACTIONS = ["consume", "produce"]
 
 
@@ -150,6 +153,8 @@ def desired_state(topo: Topology, cluster: str, with_shared: bool = True) -> lis
                 "bookkeeperAckQuorum": p.ack_quorum,
                 "managedLedgerMaxMarkDeleteRate": 0.0,
             }))
+            if ns.deduplication is not None:
+                items.append(Item(cluster, "deduplication", ns.name, {"deduplicationEnabled": ns.deduplication}))
     for pol in c.isolation:
         items.append(Item(cluster, "isolation", pol.name, {
             "namespaces": sorted(pol.namespaces),
@@ -224,6 +229,9 @@ def read_state(admin: AdminClient, cluster: str, items: list[Item]) -> list[Item
             it.current = admin.permissions(it.name)
         elif it.kind == "persistence":
             it.current = admin.persistence(it.name)
+        elif it.kind == "deduplication":
+            pol = admin.namespace_policies(it.name)
+            it.current = None if pol is None else {"deduplicationEnabled": pol.get("deduplicationEnabled")}
         elif it.kind == "isolation":
             it.current = policies.get(it.name)
     racks_wanted = {i.name for i in items if i.kind == "rack"}
@@ -288,6 +296,8 @@ def apply_item(admin: AdminClient, it: Item) -> None:
             admin.grant(it.name, role, actions)
     elif it.kind == "persistence":
         admin.set_persistence(it.name, it.wanted)
+    elif it.kind == "deduplication":
+        admin.set_deduplication(it.name, it.wanted["deduplicationEnabled"])
     elif it.kind == "isolation":
         if it.desired is None:
             admin.request("DELETE", f"/admin/v2/clusters/{it.cluster}/namespaceIsolationPolicies/{it.name}")

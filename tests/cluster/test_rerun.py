@@ -37,3 +37,28 @@ def test_up_on_a_running_cluster_reports_drift_and_fixes_it_only_with_apply(smok
     finally:
         ops.configure(smoke.state_dir)
     assert {name: rec.pid for name, rec in LocalCluster.open(smoke.state_dir).state.nodes.items()} == pids
+
+
+def test_a_namespace_deduplication_of_the_topology_is_written_once_and_read_back(smoke: LocalCluster) -> None:
+    """``namespaces[].deduplication`` reaches the namespace's policies through configure (it was
+    ignored before), a second configure writes nothing, and a workload asking for what is there
+    writes no policy (each write makes every broker re-check every loaded topic of the namespace)."""
+    from pulsarlab.admin import reconcile
+
+    admin = AdminClient(smoke.admin_url("smoke"))
+    ns = smoke.topo.namespaces[0].name
+    assert "deduplicationEnabled" not in (admin.namespace_policies(ns) or {})
+    wanting = LocalCluster.open(smoke.state_dir)
+    wanting.topo = smoke.topo.model_copy(deep=True)
+    wanting.topo.namespaces[0].deduplication = True
+    try:
+        first = reconcile.configure(wanting)
+        assert [(c.object, c.field, c.desired) for c in first.changes] == [
+            (f"deduplication {ns}", "deduplicationEnabled", True)], first.changes
+        assert (admin.namespace_policies(ns) or {}).get("deduplicationEnabled") is True
+        assert reconcile.configure(wanting).changes == []
+        assert admin.ensure_deduplication(ns, True) is False
+    finally:
+        admin.request("DELETE", f"/admin/v2/namespaces/{ns}/deduplication", idempotent=True)
+    assert "deduplicationEnabled" not in (admin.namespace_policies(ns) or {})
+    assert ops.configure(smoke.state_dir).changes == []  # the pool's own topology says nothing of it

@@ -17,7 +17,7 @@ from pulsarlab.admin import commands
 from pulsarlab.compose_files import MERGE_SCRIPT, compose_file_text
 from pulsarlab.render import CONF_FILE, merge_properties, parse_properties, render_node
 from pulsarlab.runtime.docker.compose import CONTAINER
-from pulsarlab.topology import BUILTINS, Role, load
+from pulsarlab.topology import BUILTIN_DIR, BUILTINS, Role, load, parse
 from tests.http_served import QuietHandler, served
 
 REPO = Path(__file__).resolve().parents[2]
@@ -92,12 +92,29 @@ def test_the_configure_script_reads_pulsar_admin_json_as_the_reconciler_compares
     assert got.strip() == "eu/1"
 
 
+def test_a_namespace_deduplication_is_checked_against_the_policies_and_written_when_it_differs() -> None:
+    """namespaces[].deduplication in the compose configure script: compared with the namespace's
+    policies as Pulsar 4.0.8 prints them (the key absent until set), written with pulsar-admin."""
+    data = yaml.safe_load((BUILTIN_DIR / "smoke.yaml").read_text())
+    data["namespaces"][0]["deduplication"] = True
+    script = commands.configure_script(parse(data))
+    assert "pulsar_admin --admin-url \"$URL\" namespaces set-deduplication smoke/test --enable" in script
+    check = next(line for line in script.splitlines() if "deduplication smoke/test" in line).split(" || ")[0]
+    unset = '{\n  "bundles" : {\n    "numBundles" : 4\n  },\n  "deleted" : false\n}'
+    on = '{\n  "deleted" : false,\n  "deduplicationEnabled" : true,\n  "schema_auto_update_compatibility_strategy" : "Full"\n}'
+    for doc, differs in ((unset, True), (on, False)):
+        out = _bash(f"doc=$(strip <<'EOF'\n{doc}\nEOF\n)\n{check} && echo same; printf '%s\\n' \"${{differs[@]}}\"")
+        assert ("same" not in out) == differs, out
+        assert ("deduplication smoke/test: is '', wanted 'true'" in out) == (doc is unset), out
+    assert "set-deduplication" not in commands.configure_script(load("smoke"))  # not set: not touched
+
+
 @pytest.mark.parametrize("name", BUILTINS)
 def test_the_configure_script_is_valid_bash_and_writes_only_through_write(name: str) -> None:
     script = commands.configure_script(load(name))
     subprocess.run(["bash", "-n"], input=script, text=True, check=True)
     calls = re.findall(rf"(\S+) {commands.ADMIN} --admin-url \"\$URL\" ((?:\S+ ){{1,2}})", script)
-    mutating = ("set-bookie-rack", "create", "update", "set-clusters", "set-persistence", "set ")
+    mutating = ("set-bookie-rack", "create", "update", "set-clusters", "set-persistence", "set-deduplication", "set ")
     writes = [(before, verb) for before, verb in calls if any(m in verb for m in mutating)]
     assert writes and all(before == "write" for before, _ in writes), writes
     assert all(before != "write" for before, verb in calls if not any(m in verb for m in mutating))

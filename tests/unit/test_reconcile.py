@@ -148,3 +148,18 @@ def test_a_cluster_registration_update_keeps_the_fields_the_topology_does_not_de
     assert [c.field for c in reconcile.diff(item)] == ["serviceUrl"]
     reconcile.apply_item(Admin(), item)  # type: ignore[arg-type]
     assert calls == [("cluster-us", {"serviceUrl": "http://b:8080", "peerClusterNames": ["x"]}, False)]
+
+
+def test_a_namespace_deduplication_is_desired_only_where_the_topology_sets_it() -> None:
+    data = yaml.safe_load((BUILTIN_DIR / "sync.yaml").read_text())
+    assert not [i for i in reconcile.desired_state(load("sync"), "mycluster") if i.kind == "deduplication"]
+    data["namespaces"][0]["deduplication"] = False
+    from pulsarlab.topology import parse
+
+    items = reconcile.desired_state(parse(data), "mycluster")
+    [dedup] = [i for i in items if i.kind == "deduplication"]
+    assert (dedup.name, dedup.desired) == (data["namespaces"][0]["name"], {"deduplicationEnabled": False})
+    # unset on the cluster (Pulsar leaves the key out of the policies until it is set) differs from False
+    dedup.current = {"deduplicationEnabled": None}
+    assert [(c.field, c.current, c.desired) for c in reconcile.diff(dedup)] == [("deduplicationEnabled", None, False)]
+    assert reconcile.ORDER.index("namespace") < reconcile.ORDER.index("deduplication")
