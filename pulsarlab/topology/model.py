@@ -589,7 +589,7 @@ def _check_cluster(t: Topology, f: str, c: Cluster) -> None:
                     f"the node's region {b.region!r} (got {rack!r})",
                 )
     _check_persistence(f"{f}.persistence", c.persistence, len(bookies), len({b.region for b in bookies}), c.placement)
-    _check_auto_recovery(t, f, bookies)
+    _check_auto_recovery(t, f, c.name, bookies)
     if c.placement_repair_s is not None:
         _check_placement_repair(t, f, c, bookies)
     namespaces = {x.name for x in t.namespaces}
@@ -628,12 +628,14 @@ AUTO_RECOVERY_KEY = "autoRecoveryDaemonEnabled"
 AUTO_RECOVERY_MIN = 2
 
 
-def _check_auto_recovery(t: Topology, f: str, bookies: list[Node]) -> None:
+def _check_auto_recovery(t: Topology, f: str, cluster: str, bookies: list[Node]) -> None:
     """A cluster with no bookie running auto-recovery would never copy a lost bookie's ledgers
     again, and the gates that wait for no under-replicated ledger would pass without anyone checking."""
     if not any(t.runs_auto_recovery(b) for b in bookies):
-        raise TopologyError(f"{f}.config.bookie.{AUTO_RECOVERY_KEY}",
-                            f"no bookie of the cluster runs auto-recovery ({AUTO_RECOVERY_KEY} is false on each): "
+        where = {s.field for b in bookies
+                 if (s := effective_config(t.settings_levels(b), Role.BOOKIE.value).get(AUTO_RECOVERY_KEY))}
+        raise TopologyError(where.pop() if len(where) == 1 else f"{f}.config.bookie.{AUTO_RECOVERY_KEY}",
+                            f"no bookie of cluster {cluster} runs auto-recovery ({AUTO_RECOVERY_KEY} is false on each): "
                             "a lost bookie's ledgers would never be copied again; leave it true on one bookie at least")
 
 

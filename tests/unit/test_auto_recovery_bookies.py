@@ -79,9 +79,10 @@ def test_the_top_level_can_turn_it_on_everywhere() -> None:
 def test_a_cluster_with_no_auto_recovery_bookie_is_refused(tmp_path: Path, where: str) -> None:
     off = {"autoRecoveryDaemonEnabled": False}
     data = spec(dict.fromkeys(["bk1-eu", "bk2-eu", "bk1-us", "bk2-us"], off)) if where == "each node" else spec({}, top=off)
-    with pytest.raises(TopologyError, match="no bookie of the cluster runs auto-recovery"):
+    with pytest.raises(TopologyError, match="no bookie of cluster c1 runs auto-recovery"):
         parse(data)
     path = tmp_path / "t.yaml"
     path.write_text(yaml.safe_dump(data))
     result = runner.invoke(app, ["validate", str(path)])
-    assert result.exit_code == 2 and "clusters[0](c1)" in result.output and "auto-recovery" in result.output
+    field = "config.bookie.autoRecoveryDaemonEnabled" if where == "top level" else "clusters[0](c1).config.bookie"
+    assert result.exit_code == 2 and f"error: invalid topology: {field}" in result.output and "auto-recovery" in result.output
