@@ -51,6 +51,16 @@ WRITE_OPTIONS: Final[dict[str, Any]] = {"compression": "zstd", "write_page_check
 (the verifier does) tells a damaged page from data instead of reading wrong values."""
 
 
+def message_position(message_id: str | None) -> tuple[int, int] | None:
+    """``(ledger, entry)`` of a message id as a history holds it (``(ledger,entry,partition,batch)``,
+    or ``ledger:entry:...``); None when it is not one."""
+    try:
+        ledger, entry, *_ = (int(x) for x in (message_id or "").strip("()").replace(":", ",").split(","))
+    except ValueError:
+        return None
+    return ledger, entry
+
+
 def conform(table: pa.Table) -> pa.Table:
     """The same rows with exactly :data:`SCHEMA`: columns cast and ordered, missing ones null."""
     if table.schema == SCHEMA:

@@ -44,7 +44,7 @@ from pulsarlab.history import SCHEMA
 from pulsarlab.history.location import as_uri, local_path
 from pulsarlab.history.manifest import VERDICT_FILE
 from pulsarlab.progress import NO_PROGRESS, Reporter
-from pulsarlab.verify import aggregate, checks, exchange, merge, plan
+from pulsarlab.verify import aggregate, checks, copies, exchange, merge, plan
 from pulsarlab.verify import events as ev
 from pulsarlab.verify.dims import MAX_CLUSTERS, base_topic, column_range
 from pulsarlab.verify.events import NO_SEQ, Context, Unit
@@ -237,11 +237,16 @@ class _Job:
             by_cluster = {k.split(BY_CLUSTER_SEP, 1)[1]: v[0] for k, v in sorted(found.items())
                           if k.startswith(name + BY_CLUSTER_SEP)}
             checks_out.append(Check(name, count, shown, allowed=self.expect.allows(name), by_cluster=by_cluster))
+        notes = list(self.notes)
+        twice = next(c for c in checks_out if c.name == "duplicated_in_storage")
+        if twice.count and (said := copies.name_copies(
+                twice.examples, [p for ops, paths in self.d.files.items() if "read" in ops for p in paths])):
+            notes.append(said)
         return Verdict(
             [str(d) for d in self.directories],
             checks_out,
             self.metrics(total),
-            self.notes,
+            notes,
             reasons=self.evidence.reasons,
             presence_decisive=not (self.evidence.producer_failed or self.evidence.contradicted),
         )

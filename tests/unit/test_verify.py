@@ -234,13 +234,20 @@ def test_definitely_failed_send_that_landed_is_flagged(spark, tmp_path: Path) ->
     assert nonzero(run(tmp_path, failed)) == {"failed_but_stored": 1}
 
 
-def test_same_message_at_two_ids_is_duplicated_in_storage(spark, tmp_path: Path) -> None:
+@pytest.mark.parametrize("second", ["8:0:-1:-1", "7:99:-1:-1"])
+def test_same_message_at_two_ids_is_duplicated_in_storage(spark, tmp_path: Path, second: str) -> None:
     def dup(parts: dict[str, list[Row]]) -> None:
         again = find(parts["read-c1"], producer="p0", seq=3)
-        parts["read-c1"].append({**again, "message_id": "8:0:-1:-1", "read_index": again["read_index"] + 5})
+        parts["read-c1"].append({**again, "message_id": second, "read_index": again["read_index"] + 5})
 
     verdict = run(tmp_path, dup)
     assert nonzero(verdict) == {"duplicated_in_storage": 1}
+    # the example names both copies, and the note says whether they are in one ledger or two
+    [example] = verdict.check("duplicated_in_storage").examples
+    assert example["message_ids"] == sorted(["7:6:-1:-1", second])
+    apart = second.startswith("8:")
+    [note] = [n for n in verdict.notes if n.startswith("duplicated_in_storage:")]
+    assert f"{int(apart)} have their copies in different ledgers" in note and f"{int(not apart)} two copies in one ledger" in note
 
 
 def test_reading_the_same_id_twice_is_not_a_duplicate(spark, tmp_path: Path) -> None:
