@@ -20,7 +20,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from pulsarlab.errors import TopologyError
 from pulsarlab.topology import GRANT_ACTIONS
-from pulsarlab.topology.settings import ROLES, Level, RoleConfig, RoleJvmOptions, conf_text, effective_config, level_problems
+from pulsarlab.topology.settings import (
+    ROLES,
+    Level,
+    RoleConfig,
+    RoleJvmOptions,
+    Setting,
+    conf_text,
+    effective_config,
+    level_problems,
+)
 
 DEFAULT_PORTS: dict[str, dict[str, int]] = {
     "zookeeper": {"client": 2181, "metrics": 8000},
@@ -247,10 +256,14 @@ class Topology(_Strict):
         """Whether bookie ``node`` runs BookKeeper's auto-recovery daemon (a candidate in the
         auditor's election and a replication worker): the topology's ``autoRecoveryDaemonEnabled``
         for it, else pulsarlab's choice, :meth:`default_auto_recovery`."""
-        set_ = effective_config(self.settings_levels(node), Role.BOOKIE.value).get(AUTO_RECOVERY_KEY)
+        set_ = self.auto_recovery_setting(node)
         if set_ is not None:
             return conf_text(set_.value).strip().lower() == "true"
         return node in self.default_auto_recovery(node.cluster or "")
+
+    def auto_recovery_setting(self, node: Node) -> Setting | None:
+        """The topology's ``autoRecoveryDaemonEnabled`` for bookie ``node`` and where it is set (None: not set)."""
+        return effective_config(self.settings_levels(node), Role.BOOKIE.value).get(AUTO_RECOVERY_KEY)
 
     def default_auto_recovery(self, cluster: str) -> list[Node]:
         """The bookies of ``cluster`` that run auto-recovery unless the topology says otherwise: the
@@ -632,8 +645,7 @@ def _check_auto_recovery(t: Topology, f: str, cluster: str, bookies: list[Node])
     """A cluster with no bookie running auto-recovery would never copy a lost bookie's ledgers
     again, and the gates that wait for no under-replicated ledger would pass without anyone checking."""
     if not any(t.runs_auto_recovery(b) for b in bookies):
-        where = {s.field for b in bookies
-                 if (s := effective_config(t.settings_levels(b), Role.BOOKIE.value).get(AUTO_RECOVERY_KEY))}
+        where = {s.field for b in bookies if (s := t.auto_recovery_setting(b))}
         raise TopologyError(where.pop() if len(where) == 1 else f"{f}.config.bookie.{AUTO_RECOVERY_KEY}",
                             f"no bookie of cluster {cluster} runs auto-recovery ({AUTO_RECOVERY_KEY} is false on each): "
                             "a lost bookie's ledgers would never be copied again; leave it true on one bookie at least")
