@@ -145,9 +145,12 @@ class LocalCluster(NodeRuntime):
         env.update(pulsar_env(self.topo, node, dirs))
         if dist.java.home:
             env["JAVA_HOME"] = str(dist.java.home)
-        if node.role == Role.BOOKIE:  # see write_local_hosts; the temp folder: see spawn
+        if node.role == Role.BOOKIE:  # see write_local_hosts
             for key in ("PULSAR_EXTRA_OPTS", "BOOKIE_EXTRA_OPTS"):
-                env[key] = f"{env[key]} -Djdk.net.hosts.file={dirs.conf / 'hosts'} -Djava.io.tmpdir={bookie_tmp(dirs)}"
+                env[key] = f"{env[key]} -Djdk.net.hosts.file={dirs.conf / 'hosts'}"
+        if node.role in TMP_ROLES:  # the temp folder: see spawn
+            for key in ("PULSAR_EXTRA_OPTS", "BOOKIE_EXTRA_OPTS"):
+                env[key] = f"{env[key]} -Djava.io.tmpdir={node_tmp(dirs)}"
         if self.topo.jvm.class_sharing:
             archives = class_archives(dist)
             log_conf_off_the_classpath(env, classpath_dir(archives))  # one classpath for every node
@@ -180,12 +183,13 @@ class LocalCluster(NodeRuntime):
         dirs = self.dirs(node)
         for d in (dirs.data, dirs.logs):
             d.mkdir(parents=True, exist_ok=True)
-        if node.role == Role.BOOKIE:
-            # RocksDB (the bookie's ledger index) unpacks its 13 MB native library into the JVM's temp
-            # folder at every start and leaves it there: in the node's own folder, emptied here (the
-            # JVM that unpacked it is gone) and wiped with the node's data, not /tmp filling up
-            shutil.rmtree(bookie_tmp(dirs), ignore_errors=True)
-            bookie_tmp(dirs).mkdir()
+        if node.role in TMP_ROLES:
+            # native libraries unpacked into the JVM's temp folder at every start and left there (a
+            # bookie's RocksDB, 13 MB; the checksum library of a bookie's and a broker's BookKeeper
+            # client, in a folder of its own): in the node's own folder, emptied here (the JVM that
+            # unpacked them is gone) and wiped with the node's data, not /tmp filling up
+            shutil.rmtree(node_tmp(dirs), ignore_errors=True)
+            node_tmp(dirs).mkdir()
         if node.role in (Role.BROKER, Role.BOOKIE):
             self.write_local_hosts(node)
         with open(dirs.log_file, "ab") as log:
@@ -221,6 +225,9 @@ class LocalCluster(NodeRuntime):
             raise ProcessFailedError(cmd, rc, log_tail(log_path, 40))
 
 
-def bookie_tmp(dirs: NodeDirs) -> Path:
-    """A bookie JVM's ``java.io.tmpdir``."""
+TMP_ROLES = (Role.BOOKIE, Role.BROKER)  # the roles whose JVMs unpack native libraries
+
+
+def node_tmp(dirs: NodeDirs) -> Path:
+    """A bookie's or broker's ``java.io.tmpdir``."""
     return dirs.data / "tmp"
