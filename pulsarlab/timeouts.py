@@ -16,6 +16,7 @@ SECONDS: dict[str, float] = {
     "broker": 180.0,  # ready, from start
     "e2e": 90.0,  # the first message round trip once brokers are ready
     "stop": 30.0,  # a node's process gone and its ports free
+    "archive": 120.0,  # the same for a node that records its class archive (an AOT cache takes 20-30 s to write)
     "session": 75.0,  # a killed node's metadata-store session expired
     "spark": 90.0,  # a Spark standalone master or worker up
     "end_position": 60.0,  # a topic's last message id, asked of any broker of a cluster (after a fault)

@@ -25,7 +25,7 @@ import yaml
 
 from pulsarlab.admin.commands import rack_document
 from pulsarlab.admin.racks import write_rack_maps
-from pulsarlab.classdata import RECORD_FLAG
+from pulsarlab.classdata import RECORD_FLAGS
 from pulsarlab.deployment import NodeControl, UpResult
 from pulsarlab.distribution import Distribution, resolve
 from pulsarlab.errors import NodeStartError, PortInUseError, ProcessFailedError, StateError
@@ -526,7 +526,7 @@ class NodeRuntime(RecordedDeployment):
     def exits_cleanly_on_down(self, name: str) -> bool:
         """Whether ``down`` must stop this node gracefully even though its data is wiped next: a JVM
         that records its role's class archive writes it only when it exits by itself."""
-        return any(arg.startswith(RECORD_FLAG) for arg in self.jvm_command_line(name) or [])
+        return any(arg.startswith(RECORD_FLAGS) for arg in self.jvm_command_line(name) or [])
 
     def _stop_shown(self, name: str, kill: bool = False) -> None:
         with self.say.step(name, name, "killing" if kill else "stopping", "stopped"):

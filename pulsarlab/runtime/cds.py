@@ -20,7 +20,9 @@ from pulsarlab.identity import state_digest
 
 
 def class_archives(dist: Distribution) -> ClassArchives:
-    return ClassArchives.for_java(dist.version, dist.home, dist.java.executable, dist.java.major)
+    """The nodes' archives: AOT caches on JDK 25 and newer (their JVMs exit cleanly only through
+    pulsarlab, which waits for the cache to be written), dynamic CDS archives before."""
+    return ClassArchives.for_java(dist.version, dist.home, dist.java.executable, dist.java.major, aot=True)
 
 
 def classpath_dir(archives: ClassArchives) -> Path:

@@ -63,7 +63,7 @@ class LocalCluster(NodeRuntime):
             rec.kill()
             clean = False
         else:
-            clean = rec.terminate(timeout("stop"), kill_after=False)
+            clean = rec.terminate(timeout("archive" if self.exits_cleanly_on_down(name) else "stop"), kill_after=False)
             if not clean:
                 rec.kill()
         node = self.topo.node(name)

@@ -41,6 +41,34 @@ def test_first_start_records_then_every_start_maps(dist: Distribution, tmp_path:
     assert archives.jvm_options("broker", part) == shared  # nothing recorded once there is one
 
 
+def test_on_jdk_25_the_nodes_record_and_map_an_aot_cache(dist: Distribution, tmp_path: Path) -> None:
+    """JDK 25 writes an AOT cache in the run that records it (JEP 514): the nodes use one instead
+    of a dynamic CDS archive; the same cycle, under a name of its own; a configuration the JVM
+    left behind when it was killed goes with the recording."""
+    archives = class_archives(Distribution(dist.home, dist.version, Java(None, sys.executable, 25)))
+    part = node_recording(archives, "broker", "pulsar1", tmp_path)
+    assert archives.jvm_options("broker", part) == f"-XX:AOTCacheOutput={part}"
+    part.with_name(part.name + ".config").write_bytes(b"")
+    assert archives.settle("broker", part, clean_exit=False) is None
+    assert list(archives.root.glob("broker.*")) == []
+
+    part.write_bytes(b"cache")
+    assert archives.settle("broker", part, clean_exit=True) == archives.archive("broker")
+    assert archives.archive("broker").name == "broker.aot"
+    assert archives.jvm_options("broker", part) == f"-XX:AOTCache={archives.archive('broker')}"
+
+
+@pytest.mark.parametrize("major", [17, 21, 24])
+def test_before_jdk_25_and_for_other_programs_the_archives_stay_dynamic_cds(dist: Distribution, tmp_path: Path,
+                                                                           major: int) -> None:
+    nodes = class_archives(Distribution(dist.home, dist.version, Java(None, sys.executable, major)))
+    other = ClassArchives.for_java("driver-x", tmp_path, sys.executable, 25)  # a program that did not ask for AOT
+    for archives in (nodes, other):
+        part = archives.recording("broker", "one")
+        assert archives.jvm_options("broker", part) == f"-XX:ArchiveClassesAtExit={part}"
+        assert archives.archive("broker").suffix == ".jsa"
+
+
 def test_a_recording_is_kept_only_from_a_clean_exit(dist: Distribution, tmp_path: Path) -> None:
     archives = class_archives(dist)
     part = node_recording(archives, "bookie", "bk1", tmp_path)
