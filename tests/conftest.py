@@ -1,5 +1,5 @@
 """Shared test plumbing: the modules that share a deployment form one group, run one test after the
-other on one cluster; the groups run longest first. With ``-n N`` (pytest-xdist; ``-n 2`` by
+other on one cluster; the groups run longest first. With ``-n N`` (pytest-xdist; ``-n 3`` by
 default) each worker has an address lane of its own and runs a group whole. Each tier's wall time (and each worker's busy time)
 is printed at the end. One real cluster at a time per process, always taken down."""
 
