@@ -5,6 +5,7 @@ is printed at the end. One real cluster at a time per process, always taken down
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -64,8 +65,10 @@ _lane()
 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
     os.environ.setdefault("PULSARLAB_TIMEOUT_SCALE", "2")
 # the clusters the tests start are noted for `pulsarlab ls` in a folder of the run's own, not the
-# user's (subprocesses inherit it)
-os.environ.setdefault("PULSARLAB_KNOWN_CLUSTERS", tempfile.mkdtemp(prefix="pulsarlab-known-"))
+# user's (subprocesses and xdist workers inherit it); the process that made it removes it at its exit
+if "PULSARLAB_KNOWN_CLUSTERS" not in os.environ:
+    os.environ["PULSARLAB_KNOWN_CLUSTERS"] = _known = tempfile.mkdtemp(prefix="pulsarlab-known-")
+    atexit.register(shutil.rmtree, _known, ignore_errors=True)
 
 
 def tier_of_path(path: str) -> str:
