@@ -16,8 +16,9 @@ import psutil
 import pytest
 import yaml
 
+from pulsarlab import settings
+
 pytestmark = pytest.mark.cluster
-REAL_CACHE = Path(os.environ.get("PULSARLAB_CACHE") or Path.home() / ".cache" / "pulsarlab")
 
 
 def newer_jdk() -> Path | None:
@@ -43,9 +44,10 @@ def test_the_first_cluster_records_each_roles_aot_cache_and_the_next_maps_it(clu
     if jdk is None:
         pytest.skip("no JDK 25 or newer under /usr/lib/jvm")
     cluster_pool.close()  # the pool's smoke binds the same addresses
+    real_cache = settings.current().cache_dir
     cache = tmp_path / "cache"
     cache.mkdir()
-    (cache / "pulsar").symlink_to(REAL_CACHE / "pulsar")  # the distribution, not downloaded again
+    (cache / "pulsar").symlink_to(real_cache / "pulsar")  # the distribution, not downloaded again
     prefix = os.environ.get("PULSARLAB_TEST_ADDRESS_PREFIX", "127.0")
     topology = tmp_path / "tiny.yaml"
     topology.write_text(yaml.safe_dump({
