@@ -165,7 +165,7 @@ def up(
     state_dir = state_dir or settings.current().cluster_dir(topo.name)
     cluster = node_control(new_deployment(topo, state_dir, runtime, say, **options), f"up on the {runtime} runtime")
     previous = ClusterState.load(state_dir)
-    if all(cluster.alive(n.name) for n in topo.nodes) and previous is not None:
+    if previous is not None and all(cluster.alive(n.name) for n in topo.nodes):
         result = cluster.up()  # reports "already running" without touching anything (or refuses another runtime's)
         asked = pulsar_version or topo.pulsar_version
         if asked and previous.version and asked != previous.version:

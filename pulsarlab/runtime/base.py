@@ -245,12 +245,14 @@ class NodeRuntime(RecordedDeployment):
             early = brokers
             if early and before_brokers is not None:
                 before_brokers(self)
-            self._spawn(early)
             first = [b for b in bookies if b.cluster in fresh and b == self.topo.first_bookie(b.cluster)]
-            rest = bookies
-            if first and len(first) < len(bookies):
-                self._start_tier(first)
-                rest = [n for n in bookies if n not in first]
+            if not first or len(first) == len(bookies):
+                first = []
+            # the brokers and the first bookies in one spawn: a runtime that starts nodes by one
+            # call (a compose up) pays that call's start once
+            self._spawn(early + first)
+            self._wait_ready(first)
+            rest = [n for n in bookies if n not in first]
             self._spawn(rest)
             with ThreadPoolExecutor(max_workers=1) as side:
                 bookies_ready = side.submit(self._wait_ready, rest)

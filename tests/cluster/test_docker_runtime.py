@@ -10,6 +10,7 @@ bind the same 127.0.R.N addresses as the local smoke cluster, which is taken dow
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -180,6 +181,8 @@ def test_a_rollback_moves_one_container_at_a_time_onto_the_older_release_and_kee
 
 def test_killed_bookie_container_keeps_producing_and_rejoins(docker_smoke: DockerCluster) -> None:
     state = str(docker_smoke.state_dir)
+    # the engine runs on this machine: liveness is a look at the container's init process
+    assert docker_smoke.alive("bk1") and "bk1" in docker_smoke._inits
     cli("node", "kill", "bk1", "--state-dir", state)
     c = docker_smoke.docker.container.inspect(docker_smoke.container_name("bk1"))
     assert not c.state.running and c.state.exit_code == 137  # SIGKILL, not a clean stop
@@ -191,6 +194,25 @@ def test_killed_bookie_container_keeps_producing_and_rejoins(docker_smoke: Docke
     cli("node", "start", "bk1", "--state-dir", state)
     status = json.loads(cli("status", "--json", "--state-dir", state))
     assert all(n["ready"] for n in status["nodes"])
+
+
+def test_a_one_off_containers_exit_code_comes_when_it_exits_and_none_after_the_limit(docker_smoke: DockerCluster) -> None:
+    """How the metadata initialisation's container is waited for: its exit code as soon as it
+    exits; one still running at the limit is killed and gives None."""
+    docker, tag = docker_smoke.docker, uuid.uuid4().hex[:8]
+    quick, stuck = f"pulsarlab-test-exit-{tag}", f"pulsarlab-test-stuck-{tag}"
+    try:
+        docker.container.run(docker_smoke.image, ["bash", "-c", "sleep 1; exit 3"], detach=True, name=quick)
+        docker.container.run(docker_smoke.image, ["sleep", "600"], detach=True, name=stuck)
+        t0 = time.monotonic()
+        assert docker_smoke._exit_code(quick, 60) == 3
+        assert docker_smoke._exit_code(stuck, 1.5) is None
+        assert time.monotonic() - t0 < 20
+        assert not docker.container.inspect(stuck).state.running
+    finally:
+        for name in (quick, stuck):
+            if docker.container.exists(name):
+                docker.container.remove(name, force=True)
 
 
 def _mapped(cluster: DockerCluster, name: str) -> set[str]:

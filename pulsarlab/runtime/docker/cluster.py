@@ -7,8 +7,11 @@ python-on-whales. Only containers and volumes of this deployment's project are e
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Literal
 
@@ -18,7 +21,7 @@ from python_on_whales import Container, DockerClient, DockerException
 from pulsarlab.classdata import ClassArchives
 from pulsarlab.deployment import Say, quiet
 from pulsarlab.distribution import Distribution
-from pulsarlab.errors import NodeStartError, ProcessFailedError, StateError
+from pulsarlab.errors import ImageMissingError, NodeStartError, ProcessFailedError, StateError
 from pulsarlab.identity import state_digest
 from pulsarlab.runtime import versions
 from pulsarlab.runtime.base import NodeRuntime
@@ -47,6 +50,8 @@ class DockerCluster(NodeRuntime):
         self.host = host or saved.get("host") or engine.default_host()
         self.project = compose.project_name(topo, self.state_dir)
         self._docker: DockerClient | None = None
+        self._inits: dict[str, psutil.Process] = {}  # node -> its container's init (see _note_init)
+        self._image_ids: dict[str, str] = {}  # tag -> image id (see _image_id)
 
     # ----- the engine and the project -----------------------------------------------------------
     def _settings(self) -> dict:
@@ -70,9 +75,32 @@ class DockerCluster(NodeRuntime):
 
     def _container(self, name: str) -> Container | None:
         try:
-            return self.docker.container.inspect(self.container_name(name))
+            c = self.docker.container.inspect(self.container_name(name))
         except DockerException:
             return None
+        self._note_init(name, c)
+        return c
+
+    def _note_init(self, name: str, c: Container) -> None:
+        """Remember a running container's init process when this machine sees it as the
+        container's (the engine runs here: its cgroup names the container), so that liveness,
+        polled by every readiness wait, is a look at that process instead of an engine call."""
+        self._inits.pop(name, None)
+        if not (c.state.running and c.state.pid):
+            return
+        try:
+            proc = psutil.Process(c.state.pid)
+            if c.id in Path(f"/proc/{proc.pid}/cgroup").read_text():
+                self._inits[name] = proc
+        except (psutil.Error, OSError):
+            pass  # an engine in another machine or namespace: asked each time
+
+    def _init_running(self, name: str) -> bool:
+        proc = self._inits.get(name)
+        try:
+            return proc is not None and proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
 
     # ----- primitives ---------------------------------------------------------------------------
     def before_start(self) -> None:
@@ -83,11 +111,13 @@ class DockerCluster(NodeRuntime):
         own = default_tag(dist.version)
         self.image = self.image or own
         self.docker  # noqa: B018 - checks client, engine and compose plugin
-        if self.image == own and self.build and not self.docker.image.exists(own):
+        if self.image == own and self.build and self._image_id(own) is None:
             with self.say.step("image", f"image {own}", "building (first use: Debian, its Java 17, the distribution)",
                                "built"):
                 ensure_image(dist.version, dist.home, own, self.host, say=self.say)
-        engine.require_image(self.image, self.docker)
+            self._image_ids.pop(own, None)
+        if self._image_id(self.image) is None:
+            raise ImageMissingError(self.image, self.host)
 
     def prepare(self, nodes: list[Node]) -> None:
         """The compose file and every node's configuration (after :meth:`before_start`); a node an
@@ -118,13 +148,14 @@ class DockerCluster(NodeRuntime):
         if self.build:
             with self.say.step("image", f"image {tag}", "building if missing", "ready"):
                 ensure_image(dist.version, dist.home, tag, self.host, say=self.say)
-        engine.require_image(tag, self.docker)
+        self._image_ids[tag] = engine.require_image(tag, self.docker)
 
     def place_node(self, name: str, dist: Distribution) -> None:
         """The stopped node's service on pulsarlab's image of ``dist``, its files written over that
         distribution's ``conf/``; its data volume stays. The next start recreates its container."""
         node = self.topo.node(name)
-        engine.require_image(default_tag(dist.version), self.docker)  # built by stage_release before any stop
+        tag = default_tag(dist.version)
+        self._image_ids[tag] = engine.require_image(tag, self.docker)  # built by stage_release before any stop
         compose.write_node_files(self.topo, self.state_dir, node, dist.conf)
         self._change_state(lambda state: state.node_distributions.__setitem__(name, str(dist.home)))
         moved = self.node_images()
@@ -140,15 +171,24 @@ class DockerCluster(NodeRuntime):
 
     # ----- class-data sharing (pulsarlab.runtime.cds): each image's archives, mounted into its nodes
     def _archives(self, tag: str) -> ClassArchives | None:
-        try:
-            image_id = self.docker.image.inspect(tag).id
-        except DockerException:
+        image_id = self._image_id(tag)
+        if image_id is None:
             return None  # not built (yet): its nodes start without an archive
         archives = image_archives(image_id)
         if not archives.root.is_dir():  # a new image: the folders of those the engine dropped go
             drop_gone_images({i.id for i in self.docker.image.list()})
         (archives.root / "classpath").mkdir(parents=True, exist_ok=True)
         return archives
+
+    def _image_id(self, tag: str) -> str | None:
+        """The id of the image ``tag`` names, asked of the engine once per deployment object (an
+        image this object builds is asked again)."""
+        if tag not in self._image_ids:
+            try:
+                self._image_ids[tag] = self.docker.image.inspect(tag).id
+            except DockerException:
+                return None
+        return self._image_ids[tag]
 
     def _recording_name(self, kind: str, owner: str) -> str:
         return f"{kind}.{owner}.{state_digest(self.state_dir)}.jsa.part"
@@ -226,6 +266,8 @@ class DockerCluster(NodeRuntime):
                             f"pid {c.state.pid if c else '?'}, {self.topo.address_of(node)})")
 
     def node_alive(self, name: str) -> bool:
+        if self._init_running(name):
+            return True
         c = self._container(name)
         return c is not None and bool(c.state.running)
 
@@ -272,19 +314,28 @@ class DockerCluster(NodeRuntime):
         try:
             self.docker.compose.run(compose.INIT_SERVICE, inner, detach=True, name=name, tty=False,
                                         dependencies=False)
-            deadline = time.monotonic() + limit
-            while (state := self.docker.container.inspect(name).state).running:
-                if time.monotonic() > deadline:
-                    raise NodeStartError(f"init-{cluster}", "initialize-cluster-metadata to finish", limit,
-                                         log_tail(log_path))
-                time.sleep(0.5)
-            rc = -1 if state.exit_code is None else state.exit_code  # none: the container never ran
+            rc = self._exit_code(name, limit)
+            if rc is None:
+                raise NodeStartError(f"init-{cluster}", "initialize-cluster-metadata to finish", limit,
+                                     log_tail(log_path))
         finally:
             if self.docker.container.exists(name):
                 self.docker.container.remove(name, force=True)
         self._settle_recording(cluster, "init", image, rc == 0)
         if rc != 0:
             raise ProcessFailedError(["bin/pulsar", *cmd], rc, log_tail(log_path, 40))
+
+    def _exit_code(self, name: str, limit: float) -> int | None:
+        """The container's exit code once it exits (the engine tells: no polling), or None after
+        ``limit`` seconds, when it is killed."""
+        with ThreadPoolExecutor(1, thread_name_prefix=f"wait-{name}") as pool:
+            waiting = pool.submit(self.docker.container.wait, name)
+            try:
+                return int(waiting.result(timeout=limit))
+            except FutureTimeout:
+                with contextlib.suppress(DockerException):  # it may have exited just now
+                    self.docker.container.kill(name)  # which ends the wait above
+                return None
 
     def wipe_data(self) -> None:
         """The project's containers and data volumes (a volume in use by a container cannot go)."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from python_on_whales import DockerClient
+from python_on_whales.exceptions import NoSuchImage
 
 from pulsarlab import settings
 from pulsarlab.errors import ComposePluginMissingError, DockerClientMissingError, DockerEngineError, ImageMissingError
@@ -114,6 +115,7 @@ def client(host: str | None = None, compose: bool = False, **kwargs) -> DockerCl
 def require_image(image: str, docker: DockerClient | None = None, host: str | None = None) -> str:
     """Id of ``image`` in the engine; :class:`ImageMissingError` naming the fix if it is not there."""
     docker = docker or client(host)
-    if not docker.image.exists(image):
-        raise ImageMissingError(image, host or default_host())
-    return docker.image.inspect(image).id
+    try:
+        return docker.image.inspect(image).id
+    except NoSuchImage:
+        raise ImageMissingError(image, host or default_host()) from None
