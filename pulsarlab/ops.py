@@ -26,7 +26,6 @@ from pulsarlab.runtime import ATTACHED, RUNTIMES, new_deployment, open_deploymen
 from pulsarlab.runtime.external import ExternalCluster
 from pulsarlab.runtime.roundtrip import roundtrip
 from pulsarlab.runtime.state import ClusterState, known_state_dirs
-from pulsarlab.security import own as own_material
 from pulsarlab.settings_catalog import check_topology, needs_catalog
 from pulsarlab.timeouts import timeout
 from pulsarlab.topology import (
@@ -296,7 +295,10 @@ def load_topology(topology: str, secure: bool = False, loopback: bool = True) ->
     if topo.security is None and (granted := [ns.name for ns in topo.namespaces if ns.grants]):
         raise UsageError(f"{topology}: namespaces {', '.join(granted)} grant roles actions, which only a secure "
                          "cluster enforces: add a 'security:' section, or run with --secure")
-    own_material.check(topo)  # the operator's certificates and keys, before anything is written
+    if topo.security is not None:  # the operator's certificates and keys, before anything is written
+        from pulsarlab.security import own  # cryptography: loaded for a secure topology only
+
+        own.check(topo)
     return topo
 
 

@@ -14,7 +14,7 @@ import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from pulsarlab import settings
-from pulsarlab.security.material import SECURITY_DIR, SecurityFiles
+from pulsarlab.security.files import SECURITY_DIR, SecurityFiles
 from pulsarlab.topology import Node, Role, Topology
 from pulsarlab.topology.settings import Setting, effective_config, effective_jvm_options
 

@@ -55,7 +55,7 @@ def grant(cluster: Endpoints, role: str, namespace: str, actions: str) -> list[s
     from pulsarlab.topology.model import ROLE_NAME
 
     if not ROLE_NAME.fullmatch(role):
-        from pulsarlab.security.material import ROLE_CHARS
+        from pulsarlab.security.files import ROLE_CHARS
 
         raise UsageError(f"not a role name: {role!r} ({ROLE_CHARS})")
     if namespace.count("/") != 1 or not all(namespace.split("/")):

@@ -27,7 +27,7 @@ from pulsarlab.monitoring.targets import scrape_targets
 from pulsarlab.render import template_env
 from pulsarlab.runtime.state import ProcessRecord
 from pulsarlab.runtime.waits import wait_for
-from pulsarlab.security.material import files_of
+from pulsarlab.security.files import files_of
 from pulsarlab.topology import Topology
 
 SCRAPE_INTERVAL_S = 5

@@ -34,7 +34,6 @@ from pulsarlab.runtime import cgroup
 from pulsarlab.runtime.endpoints import RecordedDeployment
 from pulsarlab.runtime.state import ClusterState
 from pulsarlab.runtime.waits import HttpOk, RegistrationGone, log_tail, wait_for
-from pulsarlab.security import material as security_material
 from pulsarlab.timeouts import timeout
 from pulsarlab.topology import Node, Role, bookie_id, broker_id
 from pulsarlab.topology.settings import without_settings
@@ -409,7 +408,10 @@ class NodeRuntime(RecordedDeployment):
         self.check_ports(missing)
         dist = self.distribution()
         self.state.distribution, self.state.version = str(dist.home), dist.version
-        security_material.ensure(self.topo, self.state_dir)  # kept as is when it exists
+        if self.topo.security is not None:  # the cryptography libraries load only for a secure deployment
+            from pulsarlab.security import material
+
+            material.ensure(self.topo, self.state_dir)  # kept as is when it exists
         self.prepare(missing)
         self.state.save(self.state_dir)
         started = [n.name for n in missing]

@@ -25,7 +25,7 @@ from pulsarlab.runtime import versions
 from pulsarlab.runtime.state import ClusterState
 from pulsarlab.runtime.waits import HttpOk, ZkServing
 from pulsarlab.security import ClientAuth
-from pulsarlab.security import material as security_material
+from pulsarlab.security import files as security_files
 from pulsarlab.topology import Node, Role, Topology, parse
 
 
@@ -90,7 +90,7 @@ class RecordedDeployment(abc.ABC):
 
     def client_auth(self, role: str | None = None) -> ClientAuth | None:
         """A client's credentials on this deployment (``role`` default: the admin role); None if open."""
-        return security_material.client_auth(self.topo, self.state_dir, role)
+        return security_files.client_auth(self.topo, self.state_dir, role)
 
     def admin_url(self, cluster: str) -> str:
         """The web URL of a broker of ``cluster`` that answers, for admin calls."""

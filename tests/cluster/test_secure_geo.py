@@ -17,7 +17,7 @@ from pulsarlab.admin import replication
 from pulsarlab.admin.client import admin_of
 from pulsarlab.cli import app
 from pulsarlab.runtime.local import LocalCluster
-from pulsarlab.security.material import files_of
+from pulsarlab.security.files import files_of
 from pulsarlab.topology import Role
 from pulsarlab.workload.run import WorkloadConfig
 

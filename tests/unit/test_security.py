@@ -24,6 +24,7 @@ from pulsarlab.ops import load_topology
 from pulsarlab.render import parse_properties, render
 from pulsarlab.runtime.docker.compose import render_compose
 from pulsarlab.security import ClientAuth, material
+from pulsarlab.security import files as security_files
 from pulsarlab.topology import BUILTIN_DIR, Role, Security, Topology, load, parse
 
 
@@ -251,7 +252,7 @@ def _fake(topo: Topology, state_dir: Path) -> SimpleNamespace:
     return SimpleNamespace(
         topo=topo, state_dir=state_dir,
         admin_url=lambda name: topo.web_url(name).split(",")[0],
-        client_auth=lambda role=None: material.client_auth(topo, state_dir, role), files=files,
+        client_auth=lambda role=None: security_files.client_auth(topo, state_dir, role), files=files,
     )
 
 

@@ -22,7 +22,7 @@ from pulsarlab.classdata import map_options, record_options
 from pulsarlab.identity import state_digest
 from pulsarlab.render import NodeDirs, node_dirs, render_node, template_env, write_topology
 from pulsarlab.runtime.jvm import hosts_text, log_conf_off_the_classpath, memory_limit_mb, pulsar_env
-from pulsarlab.security.material import files_of
+from pulsarlab.security.files import files_of
 from pulsarlab.topology import Node, Role, Topology
 
 COMPOSE_FILE = "compose.yaml"
