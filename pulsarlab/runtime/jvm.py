@@ -9,6 +9,8 @@ from pulsarlab.render import NodeDirs
 from pulsarlab.topology import Node, Role, Topology
 from pulsarlab.topology.settings import effective_jvm_options
 
+BOOKIE_DEFAULT_OPTS = "-Dio.netty.leakDetection.level=disabled"  # the distribution's conf/bkenv.sh
+
 
 def jvm_env(topo: Topology, node: Node, extra_opts: str = "") -> dict[str, str]:
     """The environment ``bin/pulsar`` reads for memory, GC and extra JVM options (both the
@@ -28,7 +30,9 @@ def jvm_env(topo: Topology, node: Node, extra_opts: str = "") -> dict[str, str]:
     return {
         "PULSAR_MEM": mem, "BOOKIE_MEM": mem, "PULSAR_GC": gc, "BOOKIE_GC": gc,
         "PULSAR_GC_LOG": " ", "BOOKIE_GC_LOG": " ",
-        "PULSAR_EXTRA_OPTS": extra, "BOOKIE_EXTRA_OPTS": extra,
+        # a bookie without Netty's leak detection, as the distribution's bkenv.sh starts one (setting
+        # BOOKIE_EXTRA_OPTS replaces that default, so it is written here again)
+        "PULSAR_EXTRA_OPTS": extra, "BOOKIE_EXTRA_OPTS": f"{BOOKIE_DEFAULT_OPTS} {extra}",
     }
 
 

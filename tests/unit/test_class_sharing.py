@@ -13,6 +13,7 @@ import pytest
 from pulsarlab.classdata import STALE_SECONDS, ClassArchives
 from pulsarlab.distribution import Distribution, Java
 from pulsarlab.runtime.cds import class_archives, classpath_dir, node_recording
+from pulsarlab.runtime.jvm import BOOKIE_DEFAULT_OPTS
 from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.topology import Role, load
 
@@ -129,7 +130,7 @@ def test_every_node_has_one_classpath_and_its_own_log_configuration(dist: Distri
         recording = [o for o in opts(env) if o.startswith("-XX:ArchiveClassesAtExit=")]
         first = topo.nodes_of(node.role)[0]
         assert bool(recording) == (node.name == first.name), node.name
-        assert env["BOOKIE_EXTRA_OPTS"] == env["PULSAR_EXTRA_OPTS"]
+        assert env["BOOKIE_EXTRA_OPTS"] == f"{BOOKIE_DEFAULT_OPTS} {env['PULSAR_EXTRA_OPTS']}"
 
 
 def test_without_class_sharing_nothing_changes(dist: Distribution, tmp_path: Path) -> None:
