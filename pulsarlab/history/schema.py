@@ -13,6 +13,11 @@ from typing import Any, Final
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+# re-exported: the names of a history folder's files, decided in files.py
+from pulsarlab.history.files import FAULTS_PART as FAULTS_PART
+from pulsarlab.history.files import PART_SUFFIX as PART_SUFFIX
+from pulsarlab.history.files import WRITE_OPTIONS as WRITE_OPTIONS
+
 SCHEMA: Final[pa.Schema] = pa.schema(
     [
         pa.field("op", pa.string(), nullable=False),
@@ -45,10 +50,6 @@ REQUIRED_COLUMNS: Final = ("op", "ts")  # older histories may lack later columns
 OPS: Final[frozenset[str]] = frozenset({"send", "receive", "ack", "nack", "read", "subscribe", "scan"})
 SEND_TYPES: Final[frozenset[str]] = frozenset({"invoke", "ok", "fail", "info"})
 ACK_TYPES: Final[frozenset[str]] = frozenset({"ok", "fail"})  # null on an ack: ok (histories before outcomes were recorded)
-PART_SUFFIX: Final = ".parquet"
-WRITE_OPTIONS: Final[dict[str, Any]] = {"compression": "zstd", "write_page_checksum": True}
-"""How every Parquet file of a history is written: with a CRC per page, a reader that verifies them
-(the verifier does) tells a damaged page from data instead of reading wrong values."""
 
 
 def message_position(message_id: str | None) -> tuple[int, int] | None:
@@ -70,10 +71,6 @@ def conform(table: pa.Table) -> pa.Table:
         [table.column(f.name).cast(f.type) if f.name in present else pa.nulls(table.num_rows, f.type) for f in SCHEMA],
         schema=SCHEMA,
     )
-
-
-FAULTS_PART: Final = "faults"
-"""``faults.parquet``: the run's faults (:mod:`pulsarlab.history.faults`), not an event part."""
 
 
 def part_files(directory: str | os.PathLike[str]) -> list[Path]:

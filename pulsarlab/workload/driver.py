@@ -25,7 +25,6 @@ from typing import Any
 from pulsarlab.classdata import JVM_LOG_ON_STDERR, ClassArchives
 from pulsarlab.distribution import Distribution, cache_root, file_lock
 from pulsarlab.errors import DistributionError
-from pulsarlab.history.journal import write_meta
 from pulsarlab.history.manifest import DriverOutcome
 from pulsarlab.progress import NO_PROGRESS, Reporter
 
@@ -151,6 +150,8 @@ class DriverProcess:
     def start(self, dist: Distribution, classes: Path, quick_jit: bool = False) -> None:
         """Launch the JVM (``quick_jit``: C1 only, see :data:`QUICK_JIT`), mapping its mode's class
         archive (:mod:`pulsarlab.classdata`; the first driver of a mode records it)."""
+        from pulsarlab.history.journal import write_meta  # numpy and Arrow: loaded when a driver starts
+
         base = self.out / self.part
         write_meta(base, self.constants)
         cfg_path = self.out / f"_driver-{self.name}.json"
@@ -196,6 +197,8 @@ class DriverProcess:
             self.errors.append(f"{self.name}: a switch to {url!r} that names no cluster of the topic: {rest}")
             return
         self.switches.append((int(ts), cluster))
+        from pulsarlab.history.journal import write_meta
+
         write_meta(self.out / self.part, self.constants, self.switches)
 
     def tell(self, line: str) -> None:

@@ -28,7 +28,6 @@ from typing import Any
 
 from pulsarlab.admin.client import AdminClient, AdminError
 from pulsarlab.distribution import Distribution
-from pulsarlab.history.journal import journal_to_parquet
 from pulsarlab.history.manifest import DriverOutcome, Manifest, new_run_id
 from pulsarlab.progress import NO_PROGRESS, Reporter
 from pulsarlab.security import ClientAuth
@@ -369,6 +368,8 @@ class Workload:
                 self._errors.append(f"{d.name}: exit code {d.exitcode}; log tail:\n{d.log_tail()}")
             base = self.out / d.part
             if Path(f"{base}.events").exists():
+                from pulsarlab.history.journal import journal_to_parquet  # Arrow: loaded once a run has parts
+
                 journal_to_parquet(base)
 
     def _gather(self, every: list[DriverProcess]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 HEAVY = ("pyarrow", "pandas", "pyspark", "numpy", "plotly", "python_on_whales", "jwt", "cryptography", "kazoo",
          "pydantic", "requests")  # the last two: the topology model and the admin client, loaded by commands that use them
@@ -28,10 +29,24 @@ def test_help_loads_nothing_heavy() -> None:
     assert loaded_after(code) == []
 
 
-def test_a_command_loads_what_it_runs() -> None:
+def test_a_command_loads_what_it_runs(tmp_path: Path) -> None:
+    """verify looks into the folder's Parquet files (Arrow) before any Spark is loaded."""
     code = ("from typer.testing import CliRunner\nfrom pulsarlab.cli import app\n"
-            "r = CliRunner().invoke(app, ['scenario', 'list', '--json'])\nassert r.exit_code == 0, r.output")
-    assert "pyarrow" in loaded_after(code)  # scenarios name faults, whose history is Parquet
+            f"r = CliRunner().invoke(app, ['verify', {str(tmp_path)!r}])\nassert r.exit_code == 2, r.output")
+    loaded = loaded_after(code)
+    assert "pyarrow" in loaded and "pyspark" not in loaded, loaded
+
+
+def test_the_cluster_commands_load_no_arrow_and_no_cryptography() -> None:
+    """What ``up``, ``down``, ``status``, ``node`` and the rest import (pulsarlab.ops, the runtimes,
+    the scenarios' list) leaves out Arrow and numpy (a history's libraries) and the token and
+    certificate code (a secure topology's): a third of a second of every such command's start."""
+    code = ("from typer.testing import CliRunner\nfrom pulsarlab.cli import app\nimport pulsarlab.ops\n"
+            "import pulsarlab.runtime.local, pulsarlab.runtime.docker.cluster, pulsarlab.runtime.hosts\n"
+            "for argv in (['status', '--state-dir', '/nonexistent'], ['scenario', 'list', '--json']):\n"
+            "    r = CliRunner().invoke(app, argv)\n    assert r.exit_code in (0, 1), r.output")
+    history_or_secrets = {"pyarrow", "numpy", "pandas", "pyspark", "plotly", "jwt", "cryptography"}
+    assert history_or_secrets & set(loaded_after(code)) == set()
 
 
 def test_help_and_a_usage_error_load_no_rich() -> None:
@@ -45,3 +60,16 @@ def test_help_and_a_usage_error_load_no_rich() -> None:
         proc = subprocess.run([sys.executable, "-c", f"import json, sys\n{code}"], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout.strip().splitlines()[-1]) == [], argv
+
+
+def test_every_name_the_history_package_offers_is_its_modules_own() -> None:
+    """``pulsarlab.history`` loads each name's module on first use: every name it lists resolves,
+    to the very object of the module that defines it."""
+    import importlib
+
+    import pulsarlab.history as history
+
+    assert sorted(history.__all__) == sorted(history._WHERE)
+    for name in history.__all__:
+        home = importlib.import_module(f"pulsarlab.history.{history._WHERE[name]}")
+        assert getattr(history, name) is getattr(home, name), name

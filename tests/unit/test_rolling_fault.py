@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pulsarlab.history import write_table
-from pulsarlab.history.faults import FAULT_SCHEMA, FAULTS_FILE, FaultJournal, FaultRow, NodeWindow, read_faults
+from pulsarlab.history.faults import FAULTS_FILE, FaultJournal, FaultRow, NodeWindow, fault_schema, read_faults
 from pulsarlab.scenarios import batch
 from pulsarlab.scenarios.model import ScenarioError, load, parse_scenario
 from pulsarlab.scenarios.rto import rto_of_run
@@ -59,7 +59,7 @@ def test_a_node_away_while_nothing_was_sent_has_no_stall(tmp_path: Path) -> None
 
 def test_a_faults_file_written_before_node_windows_reads_without_them(tmp_path: Path) -> None:
     row = {n: v for n, v in asdict(upgrade_row(())).items() if n != "parts"}
-    old = pa.schema([f for f in FAULT_SCHEMA if f.name != "parts"])
+    old = pa.schema([f for f in fault_schema() if f.name != "parts"])
     pq.write_table(pa.Table.from_pylist([row], schema=old), tmp_path / FAULTS_FILE)
     assert read_faults(tmp_path)[0].parts == ()
 
