@@ -95,6 +95,10 @@ class NodeRuntime(RecordedDeployment):
     def preflight(self, network: bool = False) -> None:
         return  # this machine's own processes or containers: nothing to ask first
 
+    def running_nodes(self) -> set[str]:
+        """The names of the nodes that run now (a runtime that can tell them all in one look overrides this)."""
+        return {n.name for n in self.topo.nodes if self.alive(n.name)}
+
     def forget(self, names: list[str]) -> None:
         """Drop what is recorded of nodes that are gone (a runtime that records pids overrides this)."""
         return
@@ -273,10 +277,12 @@ class NodeRuntime(RecordedDeployment):
         """Start ZooKeeper and, with ``with_metadata``, initialise the clusters' metadata meanwhile;
         returns the clusters initialised now. An initialisation that failed while ZooKeeper was
         still starting runs once more once it serves."""
-        self._spawn(tier)
         with ThreadPoolExecutor(max_workers=len(tier) + 1) as pool:
-            ready = [pool.submit(self.wait_ready, n) for n in tier]
+            # the initialisation's start does not wait for ZooKeeper's (a docker runtime's compose
+            # call to start a container takes a fifth of a second): its client waits for the server
             init = pool.submit(self.initialize_metadata) if with_metadata else None
+            self._spawn(tier)
+            ready = [pool.submit(self.wait_ready, n) for n in tier]
             for f in ready:
                 f.result()  # ZooKeeper's own failure is the one to report
             if init is None:
@@ -385,7 +391,7 @@ class NodeRuntime(RecordedDeployment):
             recorded_file = self.state_dir / "topology.yaml"
             recorded = yaml.safe_load(recorded_file.read_text()) if recorded_file.is_file() else None
             wanted = self.topo.model_dump(mode="json")
-            running = [n.name for n in self.topo.nodes if self.alive(n.name)]
+            running = sorted(self.running_nodes(), key=[n.name for n in self.topo.nodes].index)
             if without_settings(recorded) != without_settings(wanted) and (previous.initialized or running):
                 raise StateError(
                     f"{self.state_dir} holds a different {previous.name!r} cluster; "
@@ -399,7 +405,8 @@ class NodeRuntime(RecordedDeployment):
                     f"the settings of {previous.name!r} changed while only some of its nodes run "
                     f"({', '.join(running)}): start the rest with its recorded topology "
                     f"({recorded_file}) first, then 'pulsarlab up --apply' with the new one")
-        missing = [n for n in self.topo.nodes if not self.alive(n.name)]
+        alive = self.running_nodes()
+        missing = [n for n in self.topo.nodes if n.name not in alive]
         if not missing:
             return UpResult(True, time.monotonic() - t0, [])
         self.forget([n.name for n in missing])  # pids of processes that are gone (a crash, a reboot)

@@ -265,6 +265,21 @@ class DockerCluster(NodeRuntime):
             self.say.update(node.name, f"started (container {self.container_name(node.name)}, "
                             f"pid {c.state.pid if c else '?'}, {self.topo.address_of(node)})")
 
+    def running_nodes(self) -> set[str]:
+        """One look at the project's containers instead of one per node."""
+        try:
+            containers = self.docker.container.list(all=True, filters=self._ours())
+        except DockerException:
+            return super().running_nodes()
+        by_name = {c.name: c for c in containers}
+        running = set()
+        for node in self.topo.nodes:
+            c = by_name.get(self.container_name(node.name))
+            if c is not None and c.state.running:
+                self._note_init(node.name, c)
+                running.add(node.name)
+        return running
+
     def node_alive(self, name: str) -> bool:
         if self._init_running(name):
             return True
