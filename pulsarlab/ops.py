@@ -64,6 +64,8 @@ def known_clusters() -> list[dict]:
             row.update(name=cluster.topo.name, runtime=cluster.runtime, topology=state.topology_ref if state else None,
                        nodes=len(cluster.topo.nodes), running=len(alive), error=None)
         except PulsarlabError as exc:
+            if not ClusterState.path(folder).is_file():
+                continue  # taken down while it was listed (its state goes last): gone, not unreadable
             row.update(name=None, runtime=None, topology=None, nodes=None, running=None, error=str(exc).splitlines()[0])
         rows.append(row)
     return rows

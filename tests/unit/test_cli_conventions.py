@@ -138,6 +138,30 @@ def test_ls_lists_every_known_cluster_wherever_its_folder_is(tmp_path, monkeypat
     assert r.exit_code == 1 and "state that cannot be read" in r.stderr and "sync-state" in r.stdout
 
 
+def test_ls_passes_over_a_cluster_taken_down_while_it_lists(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``down`` that removes a state folder's state between ``ls`` finding the folder and reading
+    it (a CI run saw it): the cluster is gone, not unreadable, and ls succeeds without it."""
+    import json as jsonlib
+
+    from pulsarlab import ops
+    from pulsarlab.render import write_topology
+    from pulsarlab.runtime.state import ClusterState
+    from pulsarlab.topology import load
+
+    monkeypatch.setenv("PULSARLAB_KNOWN_CLUSTERS", str(tmp_path / "known"))
+    topo, here, going = load("smoke"), tmp_path / "here", tmp_path / "going"
+    for state in (here, going):
+        ClusterState(name=topo.name, runtime="local", topology_ref=topo.name).save(state)
+        write_topology(topo, state)
+    listed = ops.known_state_dirs()
+    assert sorted(listed) == sorted([here.resolve(), going.resolve()])
+    (going / "state.json").unlink()  # the down, after the listing
+    monkeypatch.setattr(ops, "known_state_dirs", lambda: listed)
+    r = runner.invoke(app, ["ls", "--json"])
+    assert r.exit_code == 0, r.output
+    assert [row["state_dir"] for row in jsonlib.loads(r.stdout)] == [str(here.resolve())]
+
+
 def test_the_pulsar_clients_log_lines_never_reach_stdout(capfd: pytest.CaptureFixture[str]) -> None:
     """The C++ client writes on the process's own stdout unless told otherwise: a refused connection
     (a broker down during a fault) would land in the middle of a --json document."""
