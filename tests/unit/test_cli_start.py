@@ -40,7 +40,7 @@ def test_a_command_loads_what_it_runs(tmp_path: Path) -> None:
 def test_the_cluster_commands_load_no_arrow_and_no_cryptography() -> None:
     """What ``up``, ``down``, ``status``, ``node`` and the rest import (pulsarlab.ops, the runtimes,
     the scenarios' list) leaves out Arrow and numpy (a history's libraries) and the token and
-    certificate code (a secure topology's): a third of a second of every such command's start."""
+    certificate code (a secure topology's): a sixth of a second of every such command's start."""
     code = ("from typer.testing import CliRunner\nfrom pulsarlab.cli import app\nimport pulsarlab.ops\n"
             "import pulsarlab.runtime.local, pulsarlab.runtime.docker.cluster, pulsarlab.runtime.hosts\n"
             "for argv in (['status', '--state-dir', '/nonexistent'], ['scenario', 'list', '--json']):\n"
