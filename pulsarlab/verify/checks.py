@@ -27,6 +27,7 @@ from pulsarlab.verify.plan import (
     REPLICATION_HIST,
     Plan,
     add_found,
+    add_unexpected,
     bit,
     columns_of,
     example,
@@ -55,8 +56,8 @@ def summarise(plan: Plan, batches: Iterator[pa.RecordBatch], unknown: pa.Table |
     ``unknown``: distinct deliveries without a producer (cluster, topic, message_id), unexpected
     by definition."""
     partial: dict[str, Any] = {"found": {}, "hist": {"pub": [], "e2e": []}, "minmax": {}}
-    if unknown is not None and unknown.num_rows:
-        add_found(partial["found"], "unexpected", unknown.num_rows, [example(None, None, r) for r in unknown.to_pylist()])
+    if unknown is not None:
+        add_unexpected(partial["found"], unknown)
     pending: list[pa.RecordBatch] = []
     size = 0
     for batch in batches:

@@ -288,20 +288,25 @@ def read_units(
     deliveries without a producer among their rows (see :func:`anonymous`)."""
     for ids_batch in ids:
         for i in ids_batch.column(0).to_pylist():
-            unit = units[i]
-            filesystem, path = open_uri(unit.path)  # a store this host cannot open is no part's fault
-            pf = None
-            for rg in unit.row_groups:
-                try:  # page checksums verified: a damaged page is an error here, not wrong values
-                    if pf is None:
-                        pf = pq.ParquetFile(path, filesystem=filesystem, page_checksum_verification=True,
-                                            read_dictionary=[c for c in unit.columns if c in _DICTIONARY])
-                    table = pf.read_row_group(rg, columns=list(unit.columns), use_threads=False)
-                except (OSError, ValueError) as exc:  # the driver finds the part named in this text
-                    why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                    raise OSError(f"{UNREADABLE}{unit.path} (row group {rg}: {why})") from exc
-                for batch in table.to_batches(max_chunksize=BATCH_ROWS):
-                    yield encode(batch, ctx, unit.op), anonymous(batch, unit.op) if ctx.anonymous else None
+            yield from read_unit(units[i], ctx)
+
+
+def read_unit(unit: Unit, ctx: Context) -> Iterator[tuple[pa.RecordBatch, pa.Table | None]]:
+    """The events of one unit's rows, a batch at a time, each with the deliveries without a
+    producer among those rows (None when the history has none)."""
+    filesystem, path = open_uri(unit.path)  # a store this host cannot open is no part's fault
+    pf = None
+    for rg in unit.row_groups:
+        try:  # page checksums verified: a damaged page is an error here, not wrong values
+            if pf is None:
+                pf = pq.ParquetFile(path, filesystem=filesystem, page_checksum_verification=True,
+                                    read_dictionary=[c for c in unit.columns if c in _DICTIONARY])
+            table = pf.read_row_group(rg, columns=list(unit.columns), use_threads=False)
+        except (OSError, ValueError) as exc:  # the driver finds the part named in this text
+            why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise OSError(f"{UNREADABLE}{unit.path} (row group {rg}: {why})") from exc
+        for batch in table.to_batches(max_chunksize=BATCH_ROWS):
+            yield encode(batch, ctx, unit.op), anonymous(batch, unit.op) if ctx.anonymous else None
 
 
 ANONYMOUS = pa.schema([("cluster", pa.string()), ("topic", pa.string()), ("message_id", pa.string())])
@@ -359,21 +364,25 @@ def shipped_units(
     ``(route, payload)`` that Spark's hash exchange delivers to that task (see ``exchange.routes``)."""
     for ids_batch in ids:
         for i in ids_batch.column(0).to_pylist():
-            one = iter([pa.record_batch({"id": [i]})])
-            read = list(read_units(units, ctx, one))
+            read = list(read_unit(units[i], ctx))
             events = pa.Table.from_batches([e for e, _ in read], schema=_schema(ctx.one_key)).combine_chunks()
             if unknown := [a for _, a in read if a is not None]:  # all to one reduce task, which counts them
                 yield pa.record_batch({"route": pa.array([routes[0]], pa.int64()),
                                        "payload": _binary(_ipc(distinct(pa.concat_tables(unknown))))})
-            part = message_part(events, len(routes))
-            order = pc.sort_indices(part)  # one take, then a slice per reduce task
-            events, part = events.take(order), part.take(order)
-            counts = pc.value_counts(part)
-            start = 0
-            for p, n in sorted(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True)):
-                blob = _binary(_ipc(events.slice(start, n)))
-                yield pa.record_batch({"route": pa.array([routes[p]], pa.int64()), "payload": blob})
-                start += n
+            for p, some in split(events, len(routes)):
+                yield pa.record_batch({"route": pa.array([routes[p]], pa.int64()), "payload": _binary(_ipc(some))})
+
+
+def split(events: pa.Table, parts: int) -> Iterator[tuple[int, pa.Table]]:
+    """``events`` split by :func:`message_part`: (part, its events) for each part that has some."""
+    part = message_part(events, parts)
+    order = pc.sort_indices(part)  # one take, then a slice per part
+    events, part = events.take(order), part.take(order)
+    counts = pc.value_counts(part)
+    start = 0
+    for p, n in sorted(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True)):
+        yield p, events.slice(start, n)
+        start += n
 
 
 def _ipc(table: pa.Table) -> pa.Buffer:

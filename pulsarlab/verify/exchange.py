@@ -12,11 +12,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pulsarlab.verify.events import distinct
 from pulsarlab.verify.plan import (
     PARTIAL,
+    UNEXPECTED,
     Gap,
     Plan,
     add_found,
+    add_unexpected,
     example,
     first_rows,
     routed_row,
@@ -67,7 +70,11 @@ def resolve(plan: Plan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Record
             tables.setdefault(tuple(what), []).append(rows)
     for what in list(tables):
         parts = tables.pop(what)  # each group's rows freed once it is judged
-        if what[0] == "gap":
+        if what[0] == UNEXPECTED:  # every task's deliveries without a producer, counted once
+            found: dict[str, list[Any]] = {}
+            add_unexpected(found, distinct(pa.concat_tables(parts)))
+            yield routed_row(PARTIAL, {"found": found})
+        elif what[0] == "gap":
             yield routed_row(PARTIAL, {"gaps": [_bucket_gaps(what[1], pa.concat_arrays(parts))]})
         else:
             kind, idx, pidx = what

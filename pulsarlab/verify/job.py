@@ -31,7 +31,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -44,7 +44,7 @@ from pulsarlab.history import SCHEMA
 from pulsarlab.history.location import as_uri, local_path
 from pulsarlab.history.manifest import VERDICT_FILE
 from pulsarlab.progress import NO_PROGRESS, Reporter
-from pulsarlab.verify import aggregate, checks, copies, exchange, merge, plan
+from pulsarlab.verify import aggregate, checks, copies, exchange, merge, plan, stripes
 from pulsarlab.verify import events as ev
 from pulsarlab.verify.dims import MAX_CLUSTERS, base_topic, column_range
 from pulsarlab.verify.events import NO_SEQ, Context, Unit
@@ -54,6 +54,7 @@ from pulsarlab.verify.parts import missing_on_executor, unreadable_in
 from pulsarlab.verify.plan import BY_CLUSTER_SEP, Plan, unpacked
 from pulsarlab.verify.reconcile import Reconciled, reconcile
 from pulsarlab.verify.session import SPARK_LOG_NAME, spark_session
+from pulsarlab.verify.stripes import Stripe
 
 __all__ = ["MAX_CLUSTERS", "SPARK_SCHEMA", "VERDICT_FILE", "base_topic", "verify"]
 
@@ -68,11 +69,12 @@ NEEDS = {  # columns each op contributes to the per-message table, besides op, p
     "scan": (),
 }
 GAP_BUCKETS = 8
+Strategy = Literal["auto", "exchange", "stripes"]
 
 _ARROW_TO_SPARK = {"string": T.StringType(), "int64": T.LongType(), "int32": T.IntegerType()}
 SPARK_SCHEMA = T.StructType([T.StructField(f.name, _ARROW_TO_SPARK[str(f.type)], True) for f in SCHEMA])
 _TYPES = {f.name: f.dataType for f in SPARK_SCHEMA.fields}
-for _module in (ev, plan, aggregate, checks, exchange):  # executors need pyarrow, not pulsarlab
+for _module in (ev, plan, aggregate, checks, exchange, stripes):  # executors need pyarrow, not pulsarlab
     cloudpickle.register_pickle_by_value(_module)
 
 
@@ -85,6 +87,7 @@ def verify(
     driver_memory: str | None = None,
     executor_python: str | None = None,
     progress: Reporter = NO_PROGRESS,
+    strategy: Strategy = "auto",
 ) -> Verdict:
     """Check one run's history, or several judged as one, and write the verdict (Spark settings:
     :func:`spark_session`; its stages reported to ``progress``).
@@ -95,6 +98,9 @@ def verify(
     The verdict goes to ``out`` if given, else to ``verdict.json`` in the one directory (several
     directories and no ``out``: it is only returned). A Spark JVM started here writes its log to
     ``spark.log`` beside the verdict (beside the first directory when there is no verdict file).
+
+    ``strategy``: how a message's events meet (:mod:`.stripes`): "auto" chooses, "exchange" and
+    "stripes" force one plan (both give the same verdict; tests and benchmarks compare them).
     """
     started = time.monotonic()
     given = [directories] if isinstance(directories, str | Path) else list(directories)
@@ -116,8 +122,10 @@ def verify(
             pa.default_memory_pool().release_unused()  # what reading took goes back while Spark works
         spark = starting.result()
     while True:
-        job = _Job(spark, dirs, expect or Expectations(), history)
-        with progress.step("checks", f"checking {len(job.paths)} history part(s) of {len(job.d.producers)} producer(s)",
+        job = _Job(spark, dirs, expect or Expectations(), history, strategy)
+        how = f"{len(job.tasks)} task(s), each judging whole producers" if job.tasks is not None else "events exchanged"
+        with progress.step("checks", f"checking {len(job.paths)} history part(s) of {len(job.d.producers)} producer(s) "
+                           f"({how})",
                            "running", "checked"):
             try:
                 verdict = job.run()
@@ -136,7 +144,8 @@ def verify(
 
 
 class _Job:
-    def __init__(self, spark: SparkSession, directories: list[Path], expect: Expectations, history: Reconciled) -> None:
+    def __init__(self, spark: SparkSession, directories: list[Path], expect: Expectations, history: Reconciled,
+                 strategy: Strategy = "auto") -> None:
         self.spark = spark
         self.directories = directories
         self.expect = expect
@@ -152,39 +161,74 @@ class _Job:
         # so big histories get up to one task per group (some 128 MB of Parquet each)
         groups = len(self.d.producers) * 2 * max(len(self.d.clusters), len(self.d.subs), 1)
         self.resolvers = max(2 * cores, min(groups, total // (128 << 20)))
+        self.strategy = strategy
+        self.tasks = self.striped()
 
     # -- per message ----------------------------------------------------------------------------
+    def files(self) -> list[tuple[str, tuple[str, ...], str | None, Any]]:
+        """Each part file: its URI, the columns its ops need, its one op (None when it holds
+        several or the op column is read) and its footer."""
+        out = []
+        for ops, paths in self.d.files.items():
+            for path in paths:
+                meta = pq.ParquetFile(path).metadata
+                needed = {"producer", "seq"}
+                for kind in ops:
+                    needed.update(NEEDS.get(kind, _TYPES))
+                    if self.d.anonymous and kind in ("receive", "read"):  # what names a delivery without a producer
+                        needed.update(("cluster", "topic", "message_id"))
+                single = len(ops) == 1 and ops <= NEEDS.keys()
+                names = set(meta.schema.to_arrow_schema().names)
+                columns = tuple(c for c in _TYPES if c in names and (c in needed or (c == "op" and not single)))
+                out.append((as_uri(path), columns, next(iter(ops)) if single else None, meta))
+        return out
+
     def units(self) -> list[Unit]:
         """The map tasks: a few row groups of one file each, reading only the columns its ops need."""
-        files = [(ops, path, pq.ParquetFile(path).metadata) for ops, paths in self.d.files.items() for path in paths]
-        rows = sum(meta.num_rows for _, _, meta in files)
+        files = self.files()
+        rows = sum(meta.num_rows for *_, meta in files)
         target = max(1 << 16, min(1 << 20, rows // (3 * self.cores) + 1))  # several waves per core
         out: list[Unit] = []
-        for ops, path, meta in files:
-            needed = {"producer", "seq"}
-            for kind in ops:
-                needed.update(NEEDS.get(kind, _TYPES))
-                if self.d.anonymous and kind in ("receive", "read"):  # what names a delivery without a producer
-                    needed.update(("cluster", "topic", "message_id"))
-            single = len(ops) == 1 and ops <= NEEDS.keys()
-            names = set(meta.schema.to_arrow_schema().names)
-            columns = tuple(c for c in _TYPES if c in names and (c in needed or (c == "op" and not single)))
-            op = next(iter(ops)) if single else None
+        for uri, columns, op, meta in files:
             group: list[int] = []
             count = 0
             for rg in range(meta.num_row_groups):
                 group.append(rg)
                 count += meta.row_group(rg).num_rows
                 if count >= target or rg == meta.num_row_groups - 1:
-                    out.append(Unit(as_uri(path), tuple(group), columns, op))
+                    out.append(Unit(uri, tuple(group), columns, op))
                     group, count = [], 0
         return out
 
+    def striped(self) -> list[Stripe] | None:
+        """The tasks of the plan without the big exchange (:mod:`.stripes`), or None when the
+        general plan runs: ``strategy`` "exchange", seqs that do not fit one key, or producers
+        that do not split into groups keeping the cores evenly busy. ``strategy`` "stripes"
+        takes any grouping (one task is enough): tests compare the two plans with it."""
+        if self.strategy == "exchange" or not self.one_key:
+            if self.strategy == "stripes":
+                raise ValueError("the stripes plan needs every seq to fit a message key")
+            return None
+        files = self.files()
+        producers = self.d.producers
+        pieces = []
+        for f, (*_, meta) in enumerate(files):
+            names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+            at = names.index("producer") if "producer" in names else None
+            for rg in range(meta.num_row_groups):
+                group = meta.row_group(rg)
+                span = stripes.producer_span(group.column(at).statistics, producers) if at is not None else None
+                pieces.append(stripes.Piece(f, rg, group.num_rows, span))
+        forced = self.strategy == "stripes"
+        found = stripes.stripes(pieces, [(uri, columns, op) for uri, columns, op, _ in files],
+                                1 if forced else self.cores, **({"max_rows": 1 << 62} if forced else {}))
+        if found is None and forced:
+            raise ValueError("the stripes plan needs at least one row group with a producer of the history")
+        return found
+
     def shipped(self, plan: Plan) -> DataFrame:
         """Every event with a producer, in Arrow blobs, each delivered to the reduce task of its messages."""
-        d = self.d
-        ctx = Context(tuple(d.producers), tuple(d.clusters), tuple(d.subs), tuple(d.consumers), self.one_key,
-                      d.anonymous)
+        ctx = self.context()
         units = self.units()
         routes = exchange.routes(self.reducers)
         ids = self.spark.range(0, max(len(units), 1), 1, numPartitions=max(len(units), 1))
@@ -192,6 +236,11 @@ class _Job:
             ids = ids.limit(0)
         blobs = ids.mapInArrow(functools.partial(ev.shipped_units, units, ctx, routes), ROUTED)
         return blobs.repartition(len(routes), "route")
+
+    def context(self) -> Context:
+        d = self.d
+        return Context(tuple(d.producers), tuple(d.clusters), tuple(d.subs), tuple(d.consumers), self.one_key,
+                       d.anonymous)
 
     def plan(self) -> Plan:
         d = self.d
@@ -224,7 +273,13 @@ class _Job:
     # -- all together ---------------------------------------------------------------------------
     def run(self) -> Verdict:
         plan = self.plan()
-        routed = self.shipped(plan).mapInArrow(functools.partial(aggregate.reduce_events, plan), ROUTED)
+        if self.tasks is not None:  # each task reads and judges whole producers: no exchange of events
+            n = len(self.tasks)
+            ctx = self.context()
+            ids = self.spark.range(0, n, 1, numPartitions=n)
+            routed = ids.mapInArrow(functools.partial(stripes.judge, self.tasks, ctx, plan), ROUTED)
+        else:
+            routed = self.shipped(plan).mapInArrow(functools.partial(aggregate.reduce_events, plan), ROUTED)
         routed = routed.repartition(len(plan.routes), "route")
         results = routed.mapInArrow(functools.partial(exchange.resolve, plan), ROUTED).collect()
         total = merge.merge([unpacked(r["payload"]) for r in results])

@@ -23,6 +23,7 @@ MAX_EXAMPLES = 20
 BY_CLUSTER_SEP = "@"  # ``found`` keys ``check@cluster`` hold a check's count on one cluster
 PARTIAL = -1  # the route of the partial results: they pass the second exchange untouched
 CHUNK_ROWS = 1 << 20
+UNEXPECTED = "unexpected"  # the second exchange's group of deliveries without a producer (:mod:`.stripes`)
 REPLICATION_HIST = "rep:"  # + a destination cluster: the histogram of its replication delays
 
 
@@ -54,6 +55,13 @@ def add_found(found: dict[str, list[Any]], name: str, count: int, examples: list
     entry = found.setdefault(name, [0, []])
     entry[0] += count
     entry[1] = sorted(entry[1] + examples, key=lambda e: e[0])[:MAX_EXAMPLES]
+
+
+def add_unexpected(found: dict[str, list[Any]], unknown: pa.Table) -> None:
+    """Count the distinct deliveries without a producer (``events.ANONYMOUS`` rows): unexpected by
+    definition, no send can match them."""
+    if unknown.num_rows:
+        add_found(found, "unexpected", unknown.num_rows, [example(None, None, r) for r in unknown.to_pylist()])
 
 
 def example(pidx: int | None, seq: int | None, detail: dict[str, Any]) -> Example:
