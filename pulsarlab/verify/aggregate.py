@@ -73,14 +73,38 @@ def aggregate(events: pa.Table, plan: Plan) -> pa.Table:
             out["seq"] = events.column("seq").take(firsts).combine_chunks()
     tag = events.column("tag").combine_chunks()
     columns = {"s": seg, "tag": tag, **{x: events.column(x).combine_chunks() for x in ("a", "b", "c", "d")}}
-    ev = _ByOp(columns, m, ordered=dense is None)
+    ev = _ByOp.split(columns, m, ordered=dense is None)
+    if dense is None:
+        return pa.table(_aggregates(ev, plan, out))
+    return _dense_table(ev, plan, seg, mkey)
+
+
+def aggregate_ops(by_op: dict[int, pa.Table], plan: Plan) -> pa.Table:
+    """:func:`aggregate` of events already split by op code (``tag & 15``): no split here."""
+    keys = [t.column("mkey").combine_chunks() for t in by_op.values()] if plan.one_key else []
+    dense = _dense_slots(pa.concat_arrays(keys)) if keys else None
+    if dense is None:
+        return aggregate(pa.concat_tables(list(by_op.values())), plan)
+    seg, m, mkey = dense
+    subsets, start = {}, 0
+    for code, t in by_op.items():
+        n = t.num_rows
+        subsets[code] = {"s": seg.slice(start, n), **{x: t.column(x).combine_chunks() for x in ("tag", "a", "b", "c", "d")}}
+        start += n
+    return _dense_table(_ByOp(subsets, m, ordered=False), plan, seg, mkey)
+
+
+def _dense_table(ev: _ByOp, plan: Plan, seg: pa.Array, mkey: Any) -> pa.Table:
+    out = _aggregates(ev, plan, {})
+    used = ev.present({"s": seg})  # slots of no message (gaps in the seqs) are left out
+    return pa.table({"mkey": mkey(pc.indices_nonzero(used)), **{k: v.filter(used) for k, v in out.items()}})
+
+
+def _aggregates(ev: _ByOp, plan: Plan, out: dict[str, pa.Array]) -> dict[str, pa.Array]:
     _per_message(ev, plan, out)
     _per_cluster(ev, plan, out)
     _per_subscription(ev, plan, out)
-    if dense is None:
-        return pa.table(out)
-    used = ev.present({"s": seg})  # slots of no message (gaps in the seqs) are left out
-    return pa.table({"mkey": mkey(pc.indices_nonzero(used)), **{k: v.filter(used) for k, v in out.items()}})
+    return out
 
 
 def _dense_slots(key: pa.Array) -> tuple[pa.Array, int, Any] | None:
@@ -106,18 +130,26 @@ class _ByOp:
     """A task's events split by op, and reductions of them to one value per message slot (``m``
     slots). ``ordered``: the events come sorted by slot."""
 
-    def __init__(self, columns: dict[str, pa.Array], m: int, ordered: bool = True) -> None:
+    def __init__(self, subsets: dict[int, dict[str, pa.Array]], m: int, ordered: bool = True) -> None:
+        """``subsets``: op code -> its events' columns (``s``: the slot, ``tag``, ``a`` .. ``d``)."""
         self.m = m
-        opc = pc.bit_wise_and(columns["tag"], 15)
-        self.subsets: dict[int, dict[str, pa.Array]] = {}  # op code -> its events
-        for code in pc.unique(opc).to_pylist():
-            where = pc.indices_nonzero(pc.equal(opc, code))
-            subset = {name: col.take(where) for name, col in columns.items()}
+        self.subsets = subsets
+        for subset in subsets.values():
             shared = _shared(subset["s"], m, ordered)
             if shared is not None:  # events whose message has another of this op: reduced by hash aggregation
                 subset["shared"] = shared
-            self.subsets[code] = subset
-        self.none = {name: col.slice(0, 0) for name, col in columns.items()}
+        some = next(iter(subsets.values()))
+        self.none = {name: col.slice(0, 0) for name, col in some.items() if name != "shared"}
+
+    @classmethod
+    def split(cls, columns: dict[str, pa.Array], m: int, ordered: bool = True) -> _ByOp:
+        """The events of every op, split by op code."""
+        opc = pc.bit_wise_and(columns["tag"], 15)
+        subsets = {}
+        for code in pc.unique(opc).to_pylist():
+            where = pc.indices_nonzero(pc.equal(opc, code))
+            subsets[code] = {name: col.take(where) for name, col in columns.items()}
+        return cls(subsets, m, ordered)
 
     def rows(self, op: str | int, where: Any = None) -> dict[str, pa.Array]:
         """The events of one op (a name or a code), those where ``where(tag)`` holds if given."""

@@ -51,10 +51,13 @@ def _histogram(values: pa.Array) -> pa.Table:
 
 
 # -- per partition ------------------------------------------------------------------------------
-def summarise(plan: Plan, batches: Iterator[pa.RecordBatch], unknown: pa.Table | None = None) -> Iterator[pa.RecordBatch]:
+def summarise(plan: Plan, batches: Iterator[pa.RecordBatch], unknown: pa.Table | None = None,
+              orders: dict[tuple[str, int, int], list[pa.Table]] | None = None) -> Iterator[pa.RecordBatch]:
     """The body of the first reduce task: partial results and routed rows for one partition.
     ``unknown``: distinct deliveries without a producer (cluster, topic, message_id), unexpected
-    by definition."""
+    by definition. ``orders``: where the order rows of each (check, cluster or subscription,
+    producer) are kept when the caller holds whole producers and judges them itself; else they
+    go to the second exchange."""
     partial: dict[str, Any] = {"found": {}, "hist": {"pub": [], "e2e": []}, "minmax": {}}
     if unknown is not None:
         add_unexpected(partial["found"], unknown)
@@ -64,10 +67,10 @@ def summarise(plan: Plan, batches: Iterator[pa.RecordBatch], unknown: pa.Table |
         pending.append(batch)
         size += batch.num_rows
         if size >= CHUNK_ROWS:
-            yield from _chunk(plan, pa.Table.from_batches(pending), partial)
+            yield from _chunk(plan, pa.Table.from_batches(pending), partial, orders)
             pending, size = [], 0
     if pending:
-        yield from _chunk(plan, pa.Table.from_batches(pending), partial)
+        yield from _chunk(plan, pa.Table.from_batches(pending), partial, orders)
     for name, hists in partial["hist"].items():
         if hists:
             merged = pa.concat_tables(hists).group_by("key").aggregate([("n", "sum")])
@@ -97,12 +100,21 @@ class _Sends:
     failed: pa.Array
 
 
-def _chunk(plan: Plan, t: pa.Table, partial: dict[str, Any]) -> Iterator[pa.RecordBatch]:
+def _chunk(plan: Plan, t: pa.Table, partial: dict[str, Any],
+           orders: dict[tuple[str, int, int], list[pa.Table]] | None) -> Iterator[pa.RecordBatch]:
     c = columns_of(t, plan)
     sends = _count(c, partial)
     _check_messages(plan, c, sends, partial)
     _latencies(plan, c, sends.n_ok, partial)
-    yield from _exchange_rows(plan, c)
+    for what, rows in _order_rows(plan, c):
+        if orders is None:
+            yield from _routed(rows, what, plan)
+        else:
+            pidx = rows.column("pidx")
+            rest = rows.drop_columns(["pidx"])
+            for p in pc.unique(pidx).to_pylist():
+                orders.setdefault((*what, p), []).append(rest.filter(pc.equal(pidx, p)))
+    yield from _gap_rows(plan, c)
 
 
 def _count(c: dict[str, pa.Array], partial: dict[str, Any]) -> _Sends:
@@ -246,8 +258,8 @@ def _latencies(plan: Plan, c: dict[str, pa.Array], n_ok: pa.Array, partial: dict
             _minmax(partial, f"max_{name}", values, "max")
 
 
-def _exchange_rows(plan: Plan, c: dict[str, pa.Array]) -> Iterator[pa.RecordBatch]:
-    """The rows for the second exchange: stored and delivered order per producer, ack times per bucket."""
+def _order_rows(plan: Plan, c: dict[str, pa.Array]) -> Iterator[tuple[tuple[str, int], pa.Table]]:
+    """The rows of the order checks: stored order per cluster, first deliveries per subscription."""
     clusters = plan.clusters
     for i in range(len(clusters)):
         position = c[f"position_{i}"]
@@ -255,15 +267,17 @@ def _exchange_rows(plan: Plan, c: dict[str, pa.Array]) -> Iterator[pa.RecordBatc
             continue
         partition = pc.cast(pc.subtract(pc.shift_right(position, POSITION_BITS), 1), pa.int32())
         rows = pa.table({"pidx": c["pidx"], "a": partition, "order": pc.bit_wise_and(position, _POSITION_MASK), "seq": c["seq"]})
-        rows = rows.filter(position.is_valid())
-        yield from _routed(rows, ("producer", i), plan)
+        yield ("producer", i), rows.filter(position.is_valid())
     for j in range(len(plan.subs)):
         first = c[f"recv_first_{j}"]
         if first.null_count == len(first):
             continue
         rows = pa.table({"pidx": c["pidx"], "a": c[f"consumer_{j}"], "b": c["key_hash"], "order": first, "seq": c["seq"]})
-        rows = rows.filter(first.is_valid())
-        yield from _routed(rows, ("key", j), plan)
+        yield ("key", j), rows.filter(first.is_valid())
+
+
+def _gap_rows(plan: Plan, c: dict[str, pa.Array]) -> Iterator[pa.RecordBatch]:
+    """The ack times, per time bucket, for the second exchange (the longest gap without an ack)."""
     oks = c["ok_ts"].drop_null()
     if len(oks):
         offset = pc.subtract(oks, plan.gap_lo)

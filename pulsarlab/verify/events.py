@@ -375,13 +375,23 @@ def shipped_units(
 
 def split(events: pa.Table, parts: int) -> Iterator[tuple[int, pa.Table]]:
     """``events`` split by :func:`message_part`: (part, its events) for each part that has some."""
-    part = message_part(events, parts)
-    order = pc.sort_indices(part)  # one take, then a slice per part
-    events, part = events.take(order), part.take(order)
-    counts = pc.value_counts(part)
+    yield from _grouped_by(events, message_part(events, parts))
+
+
+def split_ops(events: pa.Table, parts: int) -> Iterator[tuple[int, int, pa.Table]]:
+    """``events`` split by :func:`message_part` and op code: (part, op code, its events)."""
+    opc = pc.bit_wise_and(events.column("tag").combine_chunks(), 15)
+    for key, some in _grouped_by(events, pc.add(pc.shift_left(message_part(events, parts), 4), opc)):
+        yield key >> 4, key & 15, some
+
+
+def _grouped_by(events: pa.Table, key: pa.Array) -> Iterator[tuple[int, pa.Table]]:
+    order = pc.sort_indices(key)  # one take, then a slice per key
+    events, key = events.take(order), key.take(order)
+    counts = pc.value_counts(key)
     start = 0
-    for p, n in sorted(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True)):
-        yield p, events.slice(start, n)
+    for k, n in sorted(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True)):
+        yield k, events.slice(start, n)
         start += n
 
 

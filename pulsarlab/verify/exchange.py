@@ -78,7 +78,7 @@ def resolve(plan: Plan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Record
             yield routed_row(PARTIAL, {"gaps": [_bucket_gaps(what[1], pa.concat_arrays(parts))]})
         else:
             kind, idx, pidx = what
-            yield routed_row(PARTIAL, {"found": _violations(plan, kind, idx, pa.concat_tables(parts), pidx)})
+            yield routed_row(PARTIAL, {"found": violations(plan, kind, idx, pa.concat_tables(parts), pidx)})
 
 
 def _bucket_gaps(bucket: int, values: pa.Array) -> tuple[int, int, int, list[Gap]]:
@@ -99,7 +99,7 @@ def _bucket_gaps(bucket: int, values: pa.Array) -> tuple[int, int, int, list[Gap
     return bucket, v[0].as_py(), v[len(v) - 1].as_py(), top
 
 
-def _violations(plan: Plan, kind: str, idx: int, rows: pa.Table, pidx: int | None = None) -> dict[str, list[Any]]:
+def violations(plan: Plan, kind: str, idx: int, rows: pa.Table, pidx: int | None = None) -> dict[str, list[Any]]:
     """Within each (producer, a, b) group, in (order, seq) order: a seq below the previous one.
 
     ``rows`` has a ``pidx`` column, or all are of producer ``pidx``; ``b`` may be left out (all 0).

@@ -28,10 +28,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from pulsarlab.verify.aggregate import aggregate
+from pulsarlab.verify.aggregate import aggregate_ops
 from pulsarlab.verify.checks import summarise
-from pulsarlab.verify.events import Context, Unit, distinct, read_unit, split
-from pulsarlab.verify.plan import CHUNK_ROWS, UNEXPECTED, Plan, routed_row
+from pulsarlab.verify.events import Context, Unit, distinct, read_unit, split_ops
+from pulsarlab.verify.exchange import violations
+from pulsarlab.verify.plan import CHUNK_ROWS, PARTIAL, UNEXPECTED, Plan, routed_row
 
 MAX_ROWS = 32 << 20
 """History rows one task may judge: their events (some 50 bytes each) are held until judged."""
@@ -156,26 +157,27 @@ def judge(stripes: list[Stripe], ctx: Context, plan: Plan, ids: Iterator[pa.Reco
 
 
 def _judge(stripe: Stripe, ctx: Context, plan: Plan) -> Iterator[pa.RecordBatch]:
-    buckets: list[list[pa.Table]] = [[] for _ in range(stripe.buckets)]
+    buckets: list[dict[int, list[pa.Table]]] = [{} for _ in range(stripe.buckets)]
+    orders: dict[tuple[str, int, int], list[pa.Table]] = {}
     unknown = []
     for unit in stripe.units:
         for events, anonymous in read_unit(unit, ctx):
             if anonymous is not None:
                 unknown.append(anonymous)
-            table = pa.Table.from_batches([events])
-            if stripe.buckets == 1:
-                buckets[0].append(table)
-            else:
-                for b, some in split(table, stripe.buckets):  # whole messages in each bucket
-                    buckets[b].append(some)
+            # whole messages in each bucket, each op's events apart (the aggregation reduces per op)
+            for b, op, some in split_ops(pa.Table.from_batches([events]), stripe.buckets):
+                buckets[b].setdefault(op, []).append(some)
     if unknown:
         yield routed_row(plan.routes[0], (UNEXPECTED, distinct(pa.concat_tables(unknown))))
     for b in range(len(buckets)):
-        parts, buckets[b] = buckets[b], []
+        parts, buckets[b] = buckets[b], {}
         if not parts:
             continue
-        events = pa.concat_tables(parts).combine_chunks()
+        by_op = {op: pa.concat_tables(tables) for op, tables in parts.items()}
         del parts
-        messages = aggregate(events, plan)
-        del events
-        yield from summarise(plan, iter(messages.to_batches(max_chunksize=CHUNK_ROWS)))
+        messages = aggregate_ops(by_op, plan)
+        del by_op
+        yield from summarise(plan, iter(messages.to_batches(max_chunksize=CHUNK_ROWS)), orders=orders)
+    for (kind, idx, pidx) in list(orders):  # whole producers here: their order checks too
+        rows = pa.concat_tables(orders.pop((kind, idx, pidx)))
+        yield routed_row(PARTIAL, {"found": violations(plan, kind, idx, rows, pidx)})

@@ -129,12 +129,12 @@ def test_order_violations_within_producer_partitions() -> None:
             "seq": [0, 2, 1, 0, 5, None],
         }
     )
-    found = exchange._violations(plan, "producer", 0, rows)
+    found = exchange.violations(plan, "producer", 0, rows)
     count, examples = found["order_violations_producer"]
     assert count == 1
     assert examples[0][1] == {"cluster": "c1", "partition": 0, "prev_seq": 2, "read_index": 30}
     keyed = rows.set_column(1, "a", pa.array([1, 1, 1, None, None, None], pa.int64()))
-    count, examples = exchange._violations(plan, "key", 0, keyed)["order_violations_key"]
+    count, examples = exchange.violations(plan, "key", 0, keyed)["order_violations_key"]
     assert count == 1 and examples[0][1]["consumer"] == "k1" and examples[0][1]["first_receive_ts"] == 30
 
 
@@ -150,7 +150,7 @@ def test_order_violations_with_keys_too_wide_to_pack() -> None:
             "seq": [3, 1, 4, 2, 0],
         }
     )
-    count, examples = exchange._violations(plan, "key", 0, rows)["order_violations_key"]
+    count, examples = exchange.violations(plan, "key", 0, rows)["order_violations_key"]
     assert count == 2
     assert [e[1]["prev_seq"] for e in examples] == [3, 4]
     assert "consumer" not in examples[1][1]
