@@ -13,7 +13,10 @@ and makes the exit code 1, as does the reference disagreeing with what was plant
 Timing (default): per size, both checkers judge the same history (every presence anomaly planted)
 ``--repeats`` times, each checker in a process of its own whose peak RSS (whole process tree, the
 Spark JVM included) is sampled. For Spark, the session (JVM) start is timed on its own first (as
-`pulsarlab verify` starts it), then each ``verify()``. Prints min and median of each. Usage::
+`pulsarlab verify` starts it), then each ``verify()``. Then ``pulsarlab verify DIR`` itself, as a
+user runs it, ``--repeats`` times: each a new process that pays for Python, its imports and the
+Spark JVM, its start overlapping the driver's reading as in every verify. Prints min and median
+of each. Usage::
 
     python bench/verify_scale.py --check
     python bench/verify_scale.py --sizes 1000000,10000000 --repeats 3 [--reference-max 1000000] [--workdir DIR] [--keep]
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -101,11 +105,10 @@ def _tree_rss(proc: psutil.Process) -> int:
     return total
 
 
-def run_worker(kind: str, directories: list[Path], repeats: int) -> Measured:
-    """Run a worker process over ``directories``, sampling its process tree's RSS every 100 ms."""
-    argv = [sys.executable, str(HERE), f"--worker-{kind}", *map(str, directories), "--repeats", str(repeats)]
+def _sampled(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str, str, int]:
+    """Run ``argv``, sampling its process tree's RSS every 100 ms: (seconds, peak MiB, stdout, stderr, exit code)."""
     started = time.monotonic()
-    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     proc, peak, done = psutil.Process(child.pid), 0, threading.Event()
 
     def sample() -> None:
@@ -118,9 +121,32 @@ def run_worker(kind: str, directories: list[Path], repeats: int) -> Measured:
     out, err = child.communicate()
     done.set()
     sampler.join()
-    if child.returncode:
-        raise SystemExit(f"{kind} worker failed ({child.returncode}): {' '.join(argv)}\n{err[-3000:]}")
-    return Measured(time.monotonic() - started, peak / 2**20, json.loads(out.strip().splitlines()[-1]))
+    return time.monotonic() - started, peak / 2**20, out, err, child.returncode
+
+
+def run_worker(kind: str, directories: list[Path], repeats: int) -> Measured:
+    """Run a worker process over ``directories``, sampling its process tree's RSS every 100 ms."""
+    argv = [sys.executable, str(HERE), f"--worker-{kind}", *map(str, directories), "--repeats", str(repeats)]
+    seconds, peak, out, err, rc = _sampled(argv)
+    if rc:
+        raise SystemExit(f"{kind} worker failed ({rc}): {' '.join(argv)}\n{err[-3000:]}")
+    return Measured(seconds, peak, json.loads(out.strip().splitlines()[-1]))
+
+
+def run_cli(directory: Path, repeats: int) -> tuple[list[float], float]:
+    """``pulsarlab verify DIR`` of this checkout as a user runs it, ``repeats`` times, each a new
+    process paying for its own Python, imports and Spark JVM: the wall time of each, the peak RSS."""
+    env = {**os.environ, "PYTHONPATH": str(HERE.parents[1])}
+    walls, peak = [], 0.0
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(repeats):
+            argv = [sys.executable, "-m", "pulsarlab.cli", "verify", str(directory), "--json", "--out", f"{tmp}/verdict.json"]
+            seconds, rss, _, err, rc = _sampled(argv, env)
+            if rc not in (0, 1):  # 1: the verdict is fail, as planted
+                raise SystemExit(f"pulsarlab verify failed ({rc}): {' '.join(argv)}\n{err[-3000:]}")
+            walls.append(seconds)
+            peak = max(peak, rss)
+    return walls, peak
 
 
 # ----- --check --------------------------------------------------------------------------------
@@ -189,7 +215,7 @@ def check_mode(workdir: Path, size: int) -> int:
 def timing_mode(workdir: Path, sizes: list[int], repeats: int, keep: bool, reference_max: int) -> None:
     table = Table(title=f"verify at scale: min / median of {repeats} runs (two clusters, ~5 rows per message)")
     for col in ("messages", "generate s", "spark JVM start s", "spark verify s", "spark wall incl. JVM s", "spark peak RSS MiB",
-                "reference s", "reference peak RSS MiB", "agree"):
+                "pulsarlab verify s (CLI)", "CLI peak RSS MiB", "reference s", "reference peak RSS MiB", "agree"):
         table.add_column(col, justify="right")
     console = Console(width=240)
     for n in sizes:
@@ -199,6 +225,7 @@ def timing_mode(workdir: Path, sizes: list[int], repeats: int, keep: bool, refer
             generate(directory, n, PRESENCE_KINDS)
         generated = time.monotonic() - t
         spark = run_worker("spark", [directory], repeats)
+        cli, cli_peak = run_cli(directory, repeats)
         s = spark.output["results"][0]
         if n > reference_max:  # its memory grows with the history (about 4.7 GiB per million messages here)
             ref, r, diff = Measured(0.0, 0.0, {}), {"seconds": [], "status": "-", "counts": {}}, []
@@ -215,7 +242,8 @@ def timing_mode(workdir: Path, sizes: list[int], repeats: int, keep: bool, refer
             return f"{min(xs):.1f} / {statistics.median(xs):.1f}" if xs else "-"
 
         table.add_row(f"{n:,}", f"{generated:.1f}", f"{jvm:.1f}", mm(s["seconds"]), f"{jvm + s['seconds'][0]:.1f}",
-                      f"{spark.peak_rss_mib:,.0f}", mm(r["seconds"]), f"{ref.peak_rss_mib:,.0f}" if r["seconds"] else "-",
+                      f"{spark.peak_rss_mib:,.0f}", mm(cli), f"{cli_peak:,.0f}",
+                      mm(r["seconds"]), f"{ref.peak_rss_mib:,.0f}" if r["seconds"] else "-",
                       "-" if not r["seconds"] else "yes" if not diff else "NO")
         if not keep:
             shutil.rmtree(directory)

@@ -316,7 +316,7 @@ def anonymous(batch: pa.RecordBatch, op: str | None) -> pa.Table | None:
     """The receive and read rows without a producer (unexpected by definition: no send can match
     them), as distinct (cluster, topic, message_id) with "" for a null cluster or topic; None when
     there is none."""
-    if "producer" not in batch.schema.names:
+    if "producer" not in batch.schema.names or not batch.column("producer").null_count:
         return None
     mask = batch.column("producer").is_null()
     if op is None:

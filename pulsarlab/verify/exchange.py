@@ -147,6 +147,13 @@ def _grouped(rows: pa.Table) -> tuple[pa.Array, pa.Table]:
     o_lo, o_hi = (x.as_py() for x in pc.min_max(order).values())
     s_lo, s_hi = (x.as_py() or 0 for x in pc.min_max(seq).values())
     widths = [(math.prod(sizes) - 1).bit_length(), (o_hi - o_lo).bit_length(), (s_hi - s_lo + 1).bit_length()]
+    if sum(widths) > 63 and widths[0] + widths[1] <= 63 and not order.null_count:
+        # two stable sorts of one long each: by seq, then by (group, order), ties staying in seq order
+        group = _group_codes(codes, sizes, rows.num_rows)
+        by_seq = pc.sort_indices(pc.subtract(seq, s_lo).fill_null(s_hi - s_lo + 1))
+        outer = pc.add(pc.shift_left(group, widths[1]), pc.subtract(order, o_lo)).take(by_seq)
+        indices = by_seq.take(pc.sort_indices(outer))
+        return group.take(indices), rows.take(indices)
     if sum(widths) > 63:  # several sort keys, groups told apart by comparing neighbours
         keys = [*((name, "at_start") for name in names), ("order", "at_end"), ("seq", "at_end")]
         rows = rows.take(sort_indices(rows, keys))
@@ -157,10 +164,16 @@ def _grouped(rows: pa.Table) -> tuple[pa.Array, pa.Table]:
             both_null = pc.and_(x.is_null(), y.is_null())
             new = pc.or_(new, pc.invert(pc.or_kleene(pc.equal(x, y), both_null).fill_null(False)))
         return pc.cumulative_sum(pa.concat_arrays([pa.array([0], pa.int64()), pc.cast(new, pa.int64())])), rows
-    group = pa.repeat(pa.scalar(0, pa.int64()), rows.num_rows)
-    for c, size in zip(codes, sizes, strict=True):
-        group = pc.add(pc.multiply(group, size), pc.cast(c.indices.fill_null(size - 1), pa.int64()))
+    group = _group_codes(codes, sizes, rows.num_rows)
     seq_code = pc.subtract(seq, s_lo).fill_null(s_hi - s_lo + 1)
     packed = pc.add(pc.shift_left(pc.subtract(order, o_lo), widths[2]), seq_code)
     indices = pc.sort_indices(pc.add(pc.shift_left(group, widths[1] + widths[2]), packed))
     return group.take(indices), rows.take(indices)
+
+
+def _group_codes(codes: list[pa.DictionaryArray], sizes: list[int], n: int) -> pa.Array:
+    """One number per row for its (pidx, a, b) group, nulls a value of their own."""
+    group = pa.repeat(pa.scalar(0, pa.int64()), n)
+    for c, size in zip(codes, sizes, strict=True):
+        group = pc.add(pc.multiply(group, size), pc.cast(c.indices.fill_null(size - 1), pa.int64()))
+    return group
