@@ -97,7 +97,10 @@ def aggregate_ops(by_op: dict[int, pa.Table], plan: Plan) -> pa.Table:
 def _dense_table(ev: _ByOp, plan: Plan, seg: pa.Array, mkey: Any) -> pa.Table:
     out = _aggregates(ev, plan, {})
     used = ev.present({"s": seg})  # slots of no message (gaps in the seqs) are left out
-    return pa.table({"mkey": mkey(pc.indices_nonzero(used)), **{k: v.filter(used) for k, v in out.items()}})
+    at = pc.indices_nonzero(used)
+    if len(at) == ev.m:
+        return pa.table({"mkey": mkey(at), **out})
+    return pa.table({"mkey": mkey(at), **{k: v.filter(used) for k, v in out.items()}})
 
 
 def _aggregates(ev: _ByOp, plan: Plan, out: dict[str, pa.Array]) -> dict[str, pa.Array]:

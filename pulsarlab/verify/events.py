@@ -81,10 +81,11 @@ def _hash_lanes(values: pa.Array, lanes: int) -> pa.Array:
     offsets = pa.Array.from_buffers(pa.int32(), n + 1, [None, padded.buffers()[1]], offset=padded.offset)
     start = offsets[0].as_py()
     words = pa.Array.from_buffers(pa.uint64(), n * lanes, [None, padded.buffers()[2].slice(start, n * width)])
-    grid = pa.FixedSizeListArray.from_arrays(words, lanes)
+    grid = pa.FixedSizeListArray.from_arrays(words, lanes) if lanes > 1 else None
     h = pc.multiply(pc.cast(pc.binary_length(values), pa.uint64()), _u64(_M0))
     for j in range(lanes):
-        h = _mix(pc.add(pc.bit_wise_xor(h, pc.list_element(grid, j)), _u64(_M0)))
+        word = pc.list_element(grid, j) if grid is not None else words
+        h = _mix(pc.add(pc.bit_wise_xor(h, word), _u64(_M0)))
     return h.view(pa.int64())
 
 
@@ -105,7 +106,7 @@ def hash64(values: pa.Array) -> pa.Array:
     valid = values.drop_null() if values.null_count else values
     if len(valid) == 0:
         return pa.repeat(pa.scalar(NULL_HASH, pa.int64()), n)
-    nlanes = pc.divide(pc.add(pc.binary_length(valid), 7), 8)
+    nlanes = pc.shift_right(pc.add(pc.binary_length(valid), 7), 3)
     lo, hi = pc.min_max(nlanes).values()
     lo, hi = max(lo.as_py(), 1), max(hi.as_py(), 1)
     if lo == hi:
