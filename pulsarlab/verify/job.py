@@ -22,6 +22,10 @@ strings):
    second, small exchange, where each is sorted once: order violations; each bucket's edges and
    two longest gaps.
 4. The driver merges the few partial results (examples, exact percentiles, the longest gap).
+
+When the history's producers fall into groups whose rows never share a row group, steps 2 and 3
+run in one task per group instead, with no exchange of events (:mod:`.stripes`): each reads its
+group's row groups, judges those messages and their order; only the ack times are exchanged.
 """
 
 from __future__ import annotations
