@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pulsarlab.verify.parts import UnreadablePart, first_line
+from pulsarlab.verify.parts import UnreadablePart, each_file, first_line
 
 PARTITION_SUFFIX = r"-partition-[0-9]+$"
 MAX_CLUSTERS = 62
@@ -125,25 +125,29 @@ def read_dims(paths: list[Path], max_clusters: int = MAX_CLUSTERS) -> Dims:
     combos: set[tuple[str | None, ...]] = set()
     files: dict[frozenset[str], list[str]] = {}
     lows, highs = [], []
-    for path in paths:
-        try:
-            names = pq.read_schema(path).names
-            present = [c for c in DIM_COLUMNS if c in names]
-            pf = pq.ParquetFile(path, read_dictionary=present, page_checksum_verification=True)
-            ops: set[str] = set()
-            for rg in range(pf.metadata.num_row_groups):
-                found = _combos(pf.read_row_group(rg, columns=present))
-                combos.update(found)
-                ops.update(str(r[0]) for r in found)
-            seqs = column_range(pf, path, "seq")
-        except (OSError, ValueError) as exc:  # a damaged page: the caller judges again without the file
-            raise UnreadablePart(path, first_line(exc)) from exc
+    for path, found, ops, seqs in each_file(_file_dims, paths):
+        combos.update(found)
         if ops:
             files.setdefault(frozenset(ops), []).append(str(path))
         if seqs is not None:
             lows.append(seqs[0])
             highs.append(seqs[1])
     return _dims_from(combos, files, (min(lows), max(highs)) if lows else None, max_clusters)
+
+
+def _file_dims(path: Path) -> tuple[Path, set[tuple[str | None, ...]], set[str], tuple[int, int] | None]:
+    """One file's (op, producer, cluster, topic, subscription, consumer) combinations, ops and seq range."""
+    try:
+        names = pq.read_schema(path).names
+        present = [c for c in DIM_COLUMNS if c in names]
+        pf = pq.ParquetFile(path, read_dictionary=present, page_checksum_verification=True)
+        combos: set[tuple[str | None, ...]] = set()
+        for rg in range(pf.metadata.num_row_groups):
+            combos.update(_combos(pf.read_row_group(rg, columns=present)))
+        seqs = column_range(pf, path, "seq")
+    except (OSError, ValueError) as exc:  # a damaged page: the caller judges again without the file
+        raise UnreadablePart(path, first_line(exc)) from exc
+    return path, combos, {str(r[0]) for r in combos}, seqs
 
 
 def _dims_from(

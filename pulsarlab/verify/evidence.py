@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from pulsarlab.history.manifest import MANIFEST, manifest_problems
 from pulsarlab.history.schema import PART_SUFFIX, part_files
 from pulsarlab.verify.dims import Dims, base_topic, dict_column
-from pulsarlab.verify.parts import UnreadablePart, first_line
+from pulsarlab.verify.parts import UnreadablePart, each_file, first_line
 
 SCAN_COLUMNS = ("op", "cluster", "topic", "read_index", "message_id", "end_message_id", "error")
 # a driver's own final counts (``_run.json``) -> the (op, type) rows of its part they account for.
@@ -91,13 +91,13 @@ def read_scans(paths: list[str]) -> list[Scan]:
     """Every ``scan`` row of the given part files (the files that hold reads are few and scan rows
     fewer), each with the number of ``read`` rows its file holds for the same cluster and partition
     and the message id of the last of them (by ``read_index``)."""
-    out = []
-    for path in paths:
+    def scans_of(path: str) -> list[Scan]:
         try:
-            out += _scans_of(path)
+            return _scans_of(path)
         except (OSError, ValueError) as exc:
             raise UnreadablePart(path, first_line(exc)) from exc
-    return out
+
+    return [scan for found in each_file(scans_of, paths) for scan in found]
 
 
 def _scans_of(path: str) -> list[Scan]:

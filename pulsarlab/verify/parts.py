@@ -8,8 +8,12 @@ inconclusive (see :mod:`.evidence`), never judged on rows that may be missing or
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -20,6 +24,21 @@ from pulsarlab.verify.events import NOT_THERE, UNREADABLE
 
 _UNREADABLE_AT = re.compile(re.escape(UNREADABLE) + r"(?P<path>.+?) \((?P<why>[^\n]*)\)")
 _NOT_THERE_AT = re.compile(re.escape(NOT_THERE) + r"(?P<uri>\S+)")
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def each_file(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    """``fn`` of every item, in their order, a thread per core: the driver reads a history's files
+    while the Spark JVM starts, and Arrow reads and computes without holding the GIL. The first
+    item (in order) that raises raises here, as a loop would."""
+    items = list(items)
+    if len(items) < 2:
+        return [fn(i) for i in items]
+    with ThreadPoolExecutor(min(len(items), os.cpu_count() or 1), thread_name_prefix="history-read") as pool:
+        return list(pool.map(fn, items))
 
 
 class UnreadablePart(Exception):
