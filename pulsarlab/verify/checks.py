@@ -110,10 +110,8 @@ def _chunk(plan: Plan, t: pa.Table, partial: dict[str, Any],
         if orders is None:
             yield from _routed(rows, what, plan)
         else:
-            pidx = rows.column("pidx")
-            rest = rows.drop_columns(["pidx"])
-            for p in pc.unique(pidx).to_pylist():
-                orders.setdefault((*what, p), []).append(rest.filter(pc.equal(pidx, p)))
+            for p, some in _per_producer(rows):
+                orders.setdefault((*what, p), []).append(some)
     yield from _gap_rows(plan, c)
 
 
@@ -291,8 +289,14 @@ def _routed(rows: pa.Table, what: tuple[str, int], plan: Plan) -> Iterator[pa.Re
     """Order rows, one batch per producer (without the pidx column): the rows of a producer go to
     one partition, the producers of a check round-robin over the partitions."""
     n, width = len(plan.routes), 2 * max(len(plan.clusters), len(plan.subs), 1)
+    for p, some in _per_producer(rows):
+        route = plan.routes[(p * width + 2 * what[1] + (what[0] == "key")) % n]
+        yield routed_row(route, (what[0], what[1], p, some))
+
+
+def _per_producer(rows: pa.Table) -> Iterator[tuple[int, pa.Table]]:
+    """Each producer's rows, without the pidx column."""
     pidx = rows.column("pidx")
     rest = rows.drop_columns(["pidx"])
     for p in pc.unique(pidx).to_pylist():
-        route = plan.routes[(p * width + 2 * what[1] + (what[0] == "key")) % n]
-        yield routed_row(route, (what[0], what[1], p, rest.filter(pc.equal(pidx, p))))
+        yield p, rest.filter(pc.equal(pidx, p))
