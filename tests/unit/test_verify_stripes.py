@@ -87,3 +87,20 @@ def test_both_plans_give_the_same_verdict_on_a_history_with_every_anomaly(spark,
     counts = {c["name"]: c["count"] for c in striped["checks"]}
     assert all(counts[k] > 0 for k in KINDS if k in counts and k not in EVIDENCE), counts
     assert striped["status"] == "inconclusive"  # the planted missing scan and failed drivers
+
+
+def test_a_damaged_page_is_named_the_same_way_by_both_plans(spark, tmp_path: Path) -> None:
+    """A part whose page fails its checksum while a task reads it is left out and named, whichever
+    plan read it: the verdict is inconclusive and the same."""
+    history = tmp_path / "damaged"
+    generate(history, 30_000, frozenset())
+    part = history / "consumer-a-c0.parquet"
+    meta = pq.ParquetFile(part).metadata
+    seq = meta.row_group(1).column(meta.schema.to_arrow_schema().get_field_index("seq"))
+    with part.open("r+b") as f:  # inside the seq column's first data page, which every plan reads
+        f.seek(seq.data_page_offset + seq.total_compressed_size // 2)
+        f.write(b"\xff" * 64)
+    general, striped = _verdict(spark, history, "exchange"), _verdict(spark, history, "stripes")
+    assert striped == general
+    assert striped["status"] == "inconclusive"
+    assert any(str(part) in r and "cannot be read" in r for r in striped["reasons"]), striped["reasons"]
