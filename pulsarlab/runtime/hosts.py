@@ -153,7 +153,9 @@ class AnsibleHosts(NodeRuntime):
             results = {p.name: json.loads(p.read_text()) for p in Path(tree).iterdir()}
             if proc.returncode != 0:
                 failed = [f"{host}: {what}" for host, r in sorted(results.items()) if (what := _failure(r))]
-                raise ProcessFailedError(cmd, proc.returncode, "\n".join([(proc.stdout + proc.stderr)[-6000:], *failed]))
+                # each host's failure first: a report cut short in its middle still names them
+                raise ProcessFailedError(cmd, proc.returncode, "\n".join([*failed, "--- the play's output (its tail):",
+                                                                          (proc.stdout + proc.stderr)[-6000:]]))
             return results
 
     def preflight(self, network: bool = False) -> None:

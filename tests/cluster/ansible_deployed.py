@@ -68,9 +68,10 @@ class Deployed:
         return out
 
     def failed(self, play: Play, tail: int = 8000) -> str:
-        """A failed play's output with what each node's host says: its JVM's pid, and for a node
-        without one the tail of its log (journal under systemd), so a flake can be told apart."""
-        lines = [play.output[-tail:], "--- the nodes after the play:"]
+        """A failed play's failed tasks first (a report cut short in its middle keeps them), then its
+        output's tail and what each node's host says: its JVM's pid, and for a node without one the
+        tail of its log (journal under systemd), so a flake can be told apart."""
+        lines = [play.report(tail), "--- the nodes after the play:"]
         for node, pid in self.pids().items():
             lines.append(f"{node}: {'JVM pid ' + pid if pid else 'no JVM runs'}")
             if not pid:

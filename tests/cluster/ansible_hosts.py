@@ -18,6 +18,7 @@ from pulsarlab.topology import Topology, load
 
 PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
 RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+FAILED = re.compile(r"^(fatal|failed): \[|^ERROR! |UNREACHABLE!", re.M)
 
 
 def docker(host: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -39,6 +40,23 @@ class Play:
         """Per host: ok, changed, unreachable, failed (from the PLAY RECAP)."""
         return {m[1]: dict(zip(("ok", "changed", "unreachable", "failed"), map(int, m.groups()[1:]), strict=True))
                 for m in RECAP.finditer(self.output)}
+
+    def failures(self, width: int = 2000) -> str:
+        """Each failed task of the output with the PLAY and TASK it ran under, first to last: what a
+        report cut short in its middle must still show."""
+        out, play, task = [], "", ""
+        for line in self.output.splitlines():
+            if line.startswith("PLAY ["):
+                play = line.rstrip(" *")
+            elif line.startswith("TASK ["):
+                task = line.rstrip(" *")
+            elif FAILED.search(line):
+                out.append(f"{play} / {task}:\n  {line[:width]}")
+        return "\n".join(out) or "(no failed task in the output)"
+
+    def report(self, tail: int = 6000) -> str:
+        """The failed tasks, then the output's last ``tail`` characters."""
+        return f"--- failed tasks (rc {self.rc}):\n{self.failures()}\n--- the output's tail:\n{self.output[-tail:]}"
 
 
 class LabHosts:

@@ -83,7 +83,7 @@ def deployed(docker_host: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         small_ref.write_text(yaml.safe_dump({**small, "nodes": [n for n in small["nodes"] if n["name"] != NEW_BOOKIE["name"]]}))
         ops.render_topology(str(small_ref), lab, runtime="ansible")  # what the operator deploys first: eight nodes
         play = hosts.playbook(lab / "inventory.yml", "deploy.yml")
-        assert play.rc == 0, play.output[-6000:]
+        assert play.rc == 0, play.report(6000)
         print(f"deploy.yml: sync on {len(small['nodes']) - 1} rehearsal hosts in {play.seconds:.1f}s")
         yield Deployed(hosts, load(str(small_ref), loopback=False), str(big_ref), lab, root / "state", play)
     finally:
@@ -93,7 +93,7 @@ def deployed(docker_host: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
 @pytest.fixture(scope="module")
 def configured(deployed: Deployed) -> Deployed:
     play = deployed.hosts.playbook(deployed.inventory, "configure.yml", "-e", f"pulsarlab_state_dir={deployed.state_dir}")
-    assert play.rc == 0, play.output[-6000:]
+    assert play.rc == 0, play.report(6000)
     assert play.recap()["localhost"]["changed"] == 1  # a fresh cluster: tenants, namespaces, policies applied
     print(f"configure.yml in {play.seconds:.1f}s")
     return deployed
@@ -180,7 +180,7 @@ def test_a_second_deploy_changes_only_the_node_whose_file_changed_then_nothing(c
     conf.write_text(original + "# changed by the test (a static key: only a restart applies it)\nnumIOThreads=3\n")
     try:
         play = configured.play("deploy.yml")
-        assert play.rc == 0, play.output[-6000:]
+        assert play.rc == 0, play.report(6000)
         assert "PLAY [Restart the brokers whose files changed, one at a time]" in play.output
         changed = {h: r["changed"] for h, r in play.recap().items()}
         assert changed.pop("pulsar2-us") > 0
@@ -190,13 +190,13 @@ def test_a_second_deploy_changes_only_the_node_whose_file_changed_then_nothing(c
         assert {n: p for n, p in after.items() if n != "pulsar2-us"} == {n: p for n, p in pids.items() if n != "pulsar2-us"}
         # the next run leaves it be (the others were just shown unchanged: only its host is visited)
         again = configured.play("deploy.yml", "--limit", "pulsar2-us")
-        assert again.rc == 0 and {h: r["changed"] for h, r in again.recap().items()} == {"pulsar2-us": 0}, again.output[-3000:]
+        assert again.rc == 0 and {h: r["changed"] for h, r in again.recap().items()} == {"pulsar2-us": 0}, again.report(3000)
     finally:
         # the rendered file again; the host keeps the changed one (a harmless value) until the
         # upgrade writes every host's files and restarts each node anyway
         conf.write_text(original)
     conf_again = configured.play("configure.yml", "-e", f"pulsarlab_state_dir={configured.state_dir}")
-    assert conf_again.rc == 0 and conf_again.recap()["localhost"]["changed"] == 0, conf_again.output[-3000:]
+    assert conf_again.rc == 0 and conf_again.recap()["localhost"]["changed"] == 0, conf_again.report(3000)
 
 
 def task_hosts(output: str, task: str, role: bool = True) -> set[str]:
@@ -327,7 +327,7 @@ def test_runbooks_under_a_workload_keep_a_copy_in_each_region(configured: Deploy
     # the lost bookie's copies were made again: still one per region, and a second run leaves it be
     assert_placed_in_both_regions(cluster, recorded.topic, home="us")
     again = configured.play("replace-bookie.yml", "-e", f"pulsar_replace_bookie={victim}")
-    assert again.rc == 0 and not any(r["changed"] for r in again.recap().values()), again.output[-3000:]
+    assert again.rc == 0 and not any(r["changed"] for r in again.recap().values()), again.report(3000)
 
 
 def test_add_bookie_registers_it_writable_in_its_rack_and_restarts_nothing_else(configured: Deployed) -> None:
@@ -335,7 +335,7 @@ def test_add_bookie_registers_it_writable_in_its_rack_and_restarts_nothing_else(
     assert before["bk3-eu"] == "" and all(pid for name, pid in before.items() if name != "bk3-eu")
     ops.render_topology(configured.big_ref, configured.render_dir, runtime="ansible")  # the operator's re-render
     play = configured.play("add-bookie.yml", "-e", "pulsar_new_bookie=bk3-eu")
-    assert play.rc == 0, play.output[-6000:]
+    assert play.rc == 0, play.report(6000)
     recap = play.recap()
     assert set(recap) == {"localhost", "zk", "bk3-eu"}, recap  # nothing else is even visited
     assert recap["bk3-eu"]["changed"] > 0 and recap["zk"]["changed"] == 1  # the rack map written once
@@ -355,11 +355,11 @@ def test_add_bookie_registers_it_writable_in_its_rack_and_restarts_nothing_else(
 
     # pulsarlab attaches again to the re-rendered topology: inspect, workload and chaos know bk3-eu
     conf = configured.play("configure.yml", "-e", f"pulsarlab_state_dir={configured.state_dir}")
-    assert conf.rc == 0, conf.output[-3000:]
+    assert conf.rc == 0, conf.report(3000)
     assert configured.cluster().topo.node("bk3-eu").rack == "eu/1"
 
     again = configured.play("add-bookie.yml", "-e", "pulsar_new_bookie=bk3-eu")
-    assert again.rc == 0, again.output[-6000:]
+    assert again.rc == 0, again.report(6000)
     assert {h: r["changed"] for h, r in again.recap().items()} == {"localhost": 0, "zk": 0, "bk3-eu": 0}
     assert configured.pids() == after
 
@@ -441,7 +441,7 @@ def test_upgrade_under_a_workload_moves_every_node_one_at_a_time(configured: Dep
     assert said == dict.fromkeys(brokers, NEW), said
 
     again = configured.play("upgrade.yml")  # everything on the version: nothing restarts
-    assert again.rc == 0, again.output[-6000:]
+    assert again.rc == 0, again.report(6000)
     assert {h: r["changed"] for h, r in again.recap().items()} == {n.name: 0 for n in configured.hosts.topo.nodes}
     assert configured.pids() == upgraded
 

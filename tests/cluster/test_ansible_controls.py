@@ -43,7 +43,7 @@ def lab(docker_host: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         inventory = root / "lab" / "inventory.yml"
         for book, extra in (("deploy.yml", ()), ("configure.yml", ("-e", f"pulsarlab_state_dir={state}"))):
             play = hosts.playbook(inventory, book, *extra)
-            assert play.rc == 0, play.output[-6000:]
+            assert play.rc == 0, play.report(6000)
             print(f"{book}: smoke on 5 rehearsal hosts in {play.seconds:.1f}s")
         yield hosts, state
     finally:
