@@ -1,7 +1,8 @@
 """The playbooks' under-replication wait (``roles/pulsar_node/files/wait_replicated.py``) against a
-bookie HTTP API served here: nothing listed passes at once; a ledger closed without entries that
-stays listed does not hold the wait and is named; a ledger with entries (or open) holds it until
-the timeout, which names it with the bookies of each fragment."""
+bookie HTTP API served here: nothing listed passes at once; a ledger closed without entries, or open
+with no entry confirmed and every bookie of it registered, that stays listed does not hold the wait
+and is named; a ledger with entries (or open with a bookie not back, or an entry confirmed) holds it
+until the timeout, which names it with the bookies of each fragment."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
@@ -25,52 +27,88 @@ FULL = {"closed": True, "lastEntryId": 41, "length": 9000,
 OPEN_EMPTY = {**EMPTY, "closed": False}
 
 
+@dataclass
+class Bookie:
+    """What the served bookie says: listed ledgers' metadata, which ledgers have entry 0 confirmed,
+    which bookies are registered (writable / read-only)."""
+
+    url: str
+    ledgers: dict[int, dict]
+    hangups: Hangups
+    confirmed: set[int] = field(default_factory=set)
+    writable: set[str] = field(default_factory=lambda: {"127.0.1.2:3181", "127.0.1.3:3181", "127.0.1.6:3181"})
+    read_only: set[str] = field(default_factory=set)
+
+
 @pytest.fixture
-def bookie() -> Iterator[tuple[str, dict[int, dict], Hangups]]:
-    ledgers: dict[int, dict] = {}
-    hangups = Hangups(0)
+def bookie() -> Iterator[Bookie]:
+    state = Bookie("", {}, Hangups(0))
 
     class Handler(QuietHandler):
         def do_GET(self) -> None:
-            if hangups.hang_up(self):
+            if state.hangups.hang_up(self):
                 return
             url = urlparse(self.path)
+            query = parse_qs(url.query)
+            ledgers = state.ledgers
             if url.path == "/api/v1/autorecovery/list_under_replicated_ledger":
                 status, body = (200, json.dumps(sorted(ledgers))) if ledgers else (404, "No under replicated ledgers found")
+            elif url.path == "/api/v1/bookie/list_bookies":
+                ids = state.writable if query["type"] == ["rw"] else state.read_only
+                status, body = 200, json.dumps(dict.fromkeys(sorted(ids)))
+            elif url.path == "/api/v1/ledger/read/":
+                lid = int(query["ledger_id"][0])
+                assert query["start_entry_id"] == ["0"] and query["end_entry_id"] == ["0"]
+                status, body = 200, json.dumps({"0": "payload"} if lid in state.confirmed else {})
             else:
-                lid = int(parse_qs(url.query)["ledger_id"][0])
+                lid = int(query["ledger_id"][0])
                 status, body = (200, json.dumps({str(lid): ledgers[lid]})) if lid in ledgers else (404, "not found")
             self.send_response(status)
             self.end_headers()
             self.wfile.write(body.encode())
 
-
     with served(Handler) as url:
-        yield url, ledgers, hangups
+        state.url = url
+        yield state
 
 
 def wait(url: str, timeout: float = 0) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(SCRIPT), url, str(timeout)], capture_output=True, text=True, timeout=60)
 
 
-def test_nothing_listed_passes(bookie) -> None:
-    proc = wait(bookie[0])
+def test_nothing_listed_passes(bookie: Bookie) -> None:
+    proc = wait(bookie.url)
     assert (proc.returncode, proc.stdout.strip()) == (0, "no ledger is under-replicated")
 
 
-def test_a_closed_ledger_without_entries_does_not_hold_the_wait_and_is_named(bookie) -> None:
-    url, ledgers, _ = bookie
-    ledgers[10] = EMPTY
-    proc = wait(url)
+def test_a_closed_ledger_without_entries_does_not_hold_the_wait_and_is_named(bookie: Bookie) -> None:
+    bookie.ledgers[10] = EMPTY
+    proc = wait(bookie.url)
     assert proc.returncode == 0, proc.stdout
     assert "still marked, closed without entries (nothing to copy): 10" in proc.stdout
 
 
-@pytest.mark.parametrize("meta", [FULL, OPEN_EMPTY], ids=["closed-with-entries", "open-without-entries"])
-def test_a_ledger_that_may_hold_entries_holds_it_and_is_named_with_its_bookies(bookie, meta: dict) -> None:
-    url, ledgers, _ = bookie
-    ledgers.update({10: EMPTY, 12: meta})
-    proc = wait(url)
+def test_an_open_ledger_with_nothing_confirmed_on_bookies_all_back_does_not_hold_the_wait(bookie: Bookie) -> None:
+    """An idle topic's open ledger after a region drill: every bookie of it registered again (one
+    read-only counts), no entry confirmed to them. Named beside a closed empty one."""
+    bookie.writable.discard("127.0.1.6:3181")
+    bookie.read_only.add("127.0.1.6:3181")
+    bookie.ledgers.update({10: EMPTY, 11: OPEN_EMPTY})
+    proc = wait(bookie.url)
+    assert proc.returncode == 0, proc.stdout
+    assert proc.stdout.strip() == ("no ledger with entries is under-replicated; still marked, closed without entries "
+                                   "(nothing to copy): 10; open with no entry confirmed and every bookie of it registered: 11")
+
+
+@pytest.mark.parametrize("case", ["closed-with-entries", "open-with-an-entry-confirmed", "open-with-a-bookie-not-back"])
+def test_a_ledger_that_may_hold_entries_holds_it_and_is_named_with_its_bookies(bookie: Bookie, case: str) -> None:
+    meta = FULL if case == "closed-with-entries" else OPEN_EMPTY
+    if case == "open-with-an-entry-confirmed":
+        bookie.confirmed.add(12)
+    if case == "open-with-a-bookie-not-back":
+        bookie.writable.discard("127.0.1.6:3181")
+    bookie.ledgers.update({10: EMPTY, 12: meta})
+    proc = wait(bookie.url)
     assert proc.returncode == 1
     out = proc.stdout
     assert out.startswith("ledgers still under-replicated after 0 s: 12 (") and "10 (" not in out, out
@@ -86,10 +124,10 @@ def test_an_unreachable_bookie_fails_naming_it() -> None:
     assert proc.returncode == 1 and "could not read the under-replicated ledgers from http://127.0.0.1:9" in proc.stdout
 
 
-def test_a_bookie_that_closes_connections_while_it_restarts_is_asked_again_until_it_answers(bookie) -> None:
+def test_a_bookie_that_closes_connections_while_it_restarts_is_asked_again_until_it_answers(bookie: Bookie) -> None:
     """What the local upgrade's gate met right after a bookie's restart: two requests closed
     without a response, then the bookie answers and the wait passes instead of failing the upgrade."""
-    url, ledgers, hangups = bookie
+    url, hangups = bookie.url, bookie.hangups
     hangups.left = 2
     gate = load_script()
     ok, said = gate.wait(url, timeout=10, sleep=0.05)
