@@ -146,6 +146,23 @@ class Unit:
     row_groups: tuple[int, ...]
     columns: tuple[str, ...]
     op: str | None  # the op of every row when the file holds one kind only and has no op column read
+    # columns read only to name deliveries without a producer: left out of a row group whose
+    # producer statistics say every row has one (message ids are the costliest column to read)
+    named_only: tuple[str, ...] = ()
+
+
+def _columns_of(unit: Unit, meta: pq.FileMetaData, rg: int) -> list[str]:
+    """The columns to read of row group ``rg``: without ``unit.named_only`` when its producer
+    statistics count no null (missing statistics: every column)."""
+    if unit.named_only:
+        group = meta.row_group(rg)
+        for i in range(group.num_columns):
+            if group.column(i).path_in_schema == "producer":
+                stats = group.column(i).statistics
+                if stats is not None and stats.has_null_count and stats.null_count == 0:
+                    return [c for c in unit.columns if c not in unit.named_only]
+                break
+    return list(unit.columns)
 
 
 def _dictionary(table: pa.RecordBatch, name: str) -> pa.DictionaryArray | None:
@@ -302,7 +319,10 @@ def read_unit(unit: Unit, ctx: Context) -> Iterator[tuple[pa.RecordBatch, pa.Tab
             if pf is None:
                 pf = pq.ParquetFile(path, filesystem=filesystem, page_checksum_verification=True,
                                     read_dictionary=[c for c in unit.columns if c in _DICTIONARY])
-            table = pf.read_row_group(rg, columns=list(unit.columns), use_threads=False)
+            columns = _columns_of(unit, pf.metadata, rg)
+            table = pf.read_row_group(rg, columns=columns, use_threads=False)
+            if len(columns) < len(unit.columns) and table.column("producer").null_count:
+                raise ValueError(f"its statistics count no null producer, its rows hold {table.column('producer').null_count}")
         except (OSError, ValueError) as exc:  # the driver finds the part named in this text
             why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise OSError(f"{UNREADABLE}{unit.path} (row group {rg}: {why})") from exc

@@ -34,6 +34,7 @@ import functools
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -169,9 +170,9 @@ class _Job:
         self.tasks = self.striped()
 
     # -- per message ----------------------------------------------------------------------------
-    def files(self) -> list[tuple[str, tuple[str, ...], str | None, Any]]:
-        """Each part file: its URI, the columns its ops need, its one op (None when it holds
-        several or the op column is read) and its footer."""
+    def files(self) -> list[tuple[Unit, Any]]:
+        """Each part file as a unit without row groups (its URI, the columns its ops need, its one
+        op: None when it holds several or the op column is read) and its footer."""
         out = []
         for ops, paths in self.d.files.items():
             for path in paths:
@@ -179,28 +180,31 @@ class _Job:
                 needed = {"producer", "seq"}
                 for kind in ops:
                     needed.update(NEEDS.get(kind, _TYPES))
-                    if self.d.anonymous and kind in ("receive", "read"):  # what names a delivery without a producer
-                        needed.update(("cluster", "topic", "message_id"))
+                naming = set()  # what names a delivery without a producer
+                if self.d.anonymous and ops & {"receive", "read"}:
+                    naming = {"cluster", "topic", "message_id"} - needed
                 single = len(ops) == 1 and ops <= NEEDS.keys()
                 names = set(meta.schema.to_arrow_schema().names)
-                columns = tuple(c for c in _TYPES if c in names and (c in needed or (c == "op" and not single)))
-                out.append((as_uri(path), columns, next(iter(ops)) if single else None, meta))
+                columns = tuple(c for c in _TYPES if c in names and (c in needed | naming or (c == "op" and not single)))
+                unit = Unit(as_uri(path), (), columns, next(iter(ops)) if single else None,
+                            tuple(c for c in columns if c in naming))
+                out.append((unit, meta))
         return out
 
     def units(self) -> list[Unit]:
         """The map tasks: a few row groups of one file each, reading only the columns its ops need."""
         files = self.files()
-        rows = sum(meta.num_rows for *_, meta in files)
+        rows = sum(meta.num_rows for _, meta in files)
         target = max(1 << 16, min(1 << 20, rows // (3 * self.cores) + 1))  # several waves per core
         out: list[Unit] = []
-        for uri, columns, op, meta in files:
+        for unit, meta in files:
             group: list[int] = []
             count = 0
             for rg in range(meta.num_row_groups):
                 group.append(rg)
                 count += meta.row_group(rg).num_rows
                 if count >= target or rg == meta.num_row_groups - 1:
-                    out.append(Unit(uri, tuple(group), columns, op))
+                    out.append(replace(unit, row_groups=tuple(group)))
                     group, count = [], 0
         return out
 
@@ -216,7 +220,7 @@ class _Job:
         files = self.files()
         producers = self.d.producers
         pieces = []
-        for f, (*_, meta) in enumerate(files):
+        for f, (_, meta) in enumerate(files):
             names = [meta.schema.column(i).name for i in range(meta.num_columns)]
             at = names.index("producer") if "producer" in names else None
             for rg in range(meta.num_row_groups):
@@ -224,7 +228,7 @@ class _Job:
                 span = stripes.producer_span(group.column(at).statistics, producers) if at is not None else None
                 pieces.append(stripes.Piece(f, rg, group.num_rows, span))
         forced = self.strategy == "stripes"
-        found = stripes.stripes(pieces, [(uri, columns, op) for uri, columns, op, _ in files],
+        found = stripes.stripes(pieces, [unit for unit, _ in files],
                                 1 if forced else self.cores, **({"max_rows": 1 << 62} if forced else {}))
         if found is None and forced:
             raise ValueError("the stripes plan needs at least one row group with a producer of the history")

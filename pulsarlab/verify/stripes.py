@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -126,9 +126,8 @@ def _makespan(loads: Sequence[int], cores: int) -> int:
     return max(busy)
 
 
-def stripes(pieces: Sequence[Piece], files: Sequence[tuple[str, tuple[str, ...], str | None]], cores: int,
-            max_rows: int = MAX_ROWS) -> list[Stripe] | None:
-    """:func:`assign` made into tasks: ``files`` holds each file's (URI, columns to read, op)."""
+def stripes(pieces: Sequence[Piece], files: Sequence[Unit], cores: int, max_rows: int = MAX_ROWS) -> list[Stripe] | None:
+    """:func:`assign` made into tasks: ``files`` holds each file as a unit without row groups."""
     tasks = assign(pieces, cores, max_rows)
     if tasks is None:
         return None
@@ -136,11 +135,10 @@ def stripes(pieces: Sequence[Piece], files: Sequence[tuple[str, tuple[str, ...],
     for task in tasks:
         units: list[Unit] = []
         for p in sorted(task, key=lambda p: (p.file, p.row_group)):
-            uri, columns, op = files[p.file]
-            if units and units[-1].path == uri:
-                units[-1] = Unit(uri, (*units[-1].row_groups, p.row_group), columns, op)
+            if units and units[-1].path == files[p.file].path:
+                units[-1] = replace(units[-1], row_groups=(*units[-1].row_groups, p.row_group))
             else:
-                units.append(Unit(uri, (p.row_group,), columns, op))
+                units.append(replace(files[p.file], row_groups=(p.row_group,)))
         rows = sum(p.rows for p in task)
         out.append(Stripe(tuple(units), rows, max(1, -(-rows // BUCKET_ROWS))))
     return out

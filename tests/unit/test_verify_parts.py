@@ -235,3 +235,42 @@ def test_a_value_hashed_alone_gets_the_hash_it_gets_among_others() -> None:
     assert ev._hashed_where(some, values, otherwise).to_pylist() == [full[0], full[1], 3, full[3], 5]
     assert ev._hashed_where(pa.repeat(True, 5), values, otherwise).to_pylist() == full
     assert ev._hashed_where(pa.repeat(False, 5), values, otherwise).to_pylist() == [1, 2, 3, 4, 5]
+
+
+def _receive_part(path, with_statistics: bool = True):  # type: ignore[no-untyped-def]
+    """A consumer's part in two row groups: every delivery of the first names its producer, the
+    second holds one delivery without a producer."""
+    rows = {
+        "op": ["receive", "receive", "receive"], "producer": ["p0", "p1", None], "seq": [0, 0, None],
+        "cluster": ["c1", "c1", "c1"], "subscription": ["s", "s", "s"], "consumer": ["k0", "k0", "k0"],
+        "topic": ["persistent://t/n/a", "persistent://t/n/a", "persistent://t/n/a"],
+        "message_id": ["(1,0,-1,-1)", "(1,1,-1,-1)", "(9,9,-1,-1)"], "ts": [5, 6, 7],
+    }
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table(rows), path, row_group_size=2, write_statistics=with_statistics)
+    unit = ev.Unit(path.as_uri(), (0, 1), tuple(rows), "receive", named_only=("topic", "message_id"))
+    return unit, pq.ParquetFile(path).metadata
+
+
+@pytest.mark.parametrize("with_statistics", [True, False], ids=["statistics", "no-statistics"])
+def test_message_ids_only_naming_deliveries_without_a_producer_are_read_where_one_may_be(tmp_path, with_statistics) -> None:
+    """A row group whose producer statistics count no null is read without the columns that only
+    name deliveries without a producer; one with such a delivery, or without statistics, whole.
+    Either way the delivery without a producer is found and named by its message id."""
+    unit, meta = _receive_part(tmp_path / "consumer-k0.parquet", with_statistics)
+    whole = list(unit.columns)
+    assert ev._columns_of(unit, meta, 1) == whole
+    assert ev._columns_of(unit, meta, 0) == ([c for c in whole if c not in ("topic", "message_id")] if with_statistics else whole)
+    found = [anon for _, anon in ev.read_unit(unit, _ctx(anonymous=True)) if anon is not None]
+    assert [t.to_pylist() for t in found] == [[{"cluster": "c1", "topic": "persistent://t/n/a", "message_id": "(9,9,-1,-1)"}]]
+
+
+def test_statistics_that_hide_a_delivery_without_a_producer_make_the_part_unreadable(tmp_path, monkeypatch) -> None:
+    """Rows that contradict their row group's statistics (no null producer counted, one found):
+    the part is named unreadable, as a damaged page is, never judged without the message id."""
+    unit, _ = _receive_part(tmp_path / "consumer-k0.parquet")
+    monkeypatch.setattr(ev, "_columns_of", lambda u, meta, rg: [c for c in u.columns if c not in u.named_only])
+    with pytest.raises(OSError, match=r"cannot read history part .*consumer-k0.parquet \(row group 1: its statistics "
+                                      r"count no null producer, its rows hold 1\)"):
+        list(ev.read_unit(unit, _ctx(anonymous=True)))
