@@ -1,10 +1,9 @@
 """The map side of the verifier: history rows to narrow numeric events, with pyarrow on the executors.
 
-Each Spark task reads a few row groups of one part file with pyarrow (only the columns its ops
-need; the low-cardinality string columns dictionary-encoded) and turns every row into five
-64-bit integers. Strings become small integer codes by looking up each batch's dictionary (a few
-distinct values) instead of comparing every row; keys and message ids become 64-bit hashes,
-computed over whole columns at once. Nothing here imports Spark or the rest of pulsarlab: the
+Each Spark task reads a few row groups of one part file with pyarrow (:mod:`.reading`) and turns
+every row into five 64-bit integers here. Strings become small integer codes by looking up each
+batch's dictionary (a few distinct values) instead of comparing every row; keys and message ids
+become 64-bit hashes, computed over whole columns at once. Nothing here imports Spark or the rest of pulsarlab: the
 module is shipped to executors by value, so they need pyarrow only.
 
 An event row:
@@ -24,17 +23,13 @@ An ack whose ``type`` is ``fail`` is not an acknowledgement: it becomes op code 
 
 from __future__ import annotations
 
-import os
 import re
-import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
 SEQ_BITS = 40  # a message is producer index << 40 | seq
 NO_SEQ = (1 << SEQ_BITS) - 1  # stands for a null seq in a message key
@@ -48,8 +43,6 @@ CID_SHIFT, SID_SHIFT, CONSUMER_SHIFT = 4, 10, 32
 SID_MASK = (1 << (CONSUMER_SHIFT - SID_SHIFT)) - 1
 BATCH_ROWS = 1 << 18  # rows encoded (and handed to Spark) at a time
 NULL_HASH = 42  # the hash of a null string (as Spark's xxhash64 of null: its seed)
-UNREADABLE = "pulsarlab: cannot read history part "  # starts the error of a map task that could not read a part
-NOT_THERE = "pulsarlab: no history part on this executor: "  # + the URI the driver read and the executor cannot find
 _PARTITION = re.compile(r"-partition-([0-9]{1,9})$")
 _M0, _M1, _M2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
 
@@ -136,33 +129,6 @@ class Context:
     consumers: tuple[str, ...]
     one_key: bool
     anonymous: bool = False  # the history has receive or read rows without a producer: gather them
-
-
-@dataclass(frozen=True)
-class Unit:
-    """Some row groups of one part file, read by one task."""
-
-    path: str  # a URI (file:///abs/..., s3://...): the executor's working directory means nothing
-    row_groups: tuple[int, ...]
-    columns: tuple[str, ...]
-    op: str | None  # the op of every row when the file holds one kind only and has no op column read
-    # columns read only to name deliveries without a producer: left out of a row group whose
-    # producer statistics say every row has one (message ids are the costliest column to read)
-    named_only: tuple[str, ...] = ()
-
-
-def _columns_of(unit: Unit, meta: pq.FileMetaData, rg: int) -> list[str]:
-    """The columns to read of row group ``rg``: without ``unit.named_only`` when its producer
-    statistics count no null (missing statistics: every column)."""
-    if unit.named_only:
-        group = meta.row_group(rg)
-        for i in range(group.num_columns):
-            if group.column(i).path_in_schema == "producer":
-                stats = group.column(i).statistics
-                if stats is not None and stats.has_null_count and stats.null_count == 0:
-                    return [c for c in unit.columns if c not in unit.named_only]
-                break
-    return list(unit.columns)
 
 
 def _dictionary(table: pa.RecordBatch, name: str) -> pa.DictionaryArray | None:
@@ -284,85 +250,6 @@ def encode(batch: pa.RecordBatch, ctx: Context, op: str | None = None) -> pa.Rec
     return pa.record_batch({**key, "tag": tag, "a": a, "b": b, "c": column("publish_ts"), "d": d})
 
 
-_OPENED: dict[str, tuple[Any, str]] = {}  # a part's URI -> (file system, path in it), per executor process
-
-
-def open_uri(uri: str) -> tuple[Any, str]:
-    """``(pyarrow file system, path in it)`` of a part's URI, on the executor: the driver made
-    every path absolute and a URI, so nothing depends on this process's working directory.
-    Each URI is resolved once per process (a unit is a few row groups: a file has several)."""
-    if uri not in _OPENED:
-        filesystem, path = pafs.FileSystem.from_uri(uri)
-        if filesystem.get_file_info(path).type == pafs.FileType.NotFound:  # the driver read it: not this host's
-            raise FileNotFoundError(f"{NOT_THERE}{uri} (on {socket.gethostname()}, working directory {os.getcwd()})")
-        _OPENED[uri] = filesystem, path
-    return _OPENED[uri]
-
-
-def read_units(
-    units: list[Unit], ctx: Context, ids: Iterator[pa.RecordBatch]
-) -> Iterator[tuple[pa.RecordBatch, pa.Table | None]]:
-    """Every event of the units whose numbers arrive in ``ids`` (``spark.range`` batches), and the
-    deliveries without a producer among their rows (see :func:`anonymous`)."""
-    for ids_batch in ids:
-        for i in ids_batch.column(0).to_pylist():
-            yield from read_unit(units[i], ctx)
-
-
-def read_unit(unit: Unit, ctx: Context) -> Iterator[tuple[pa.RecordBatch, pa.Table | None]]:
-    """The events of one unit's rows, a batch at a time, each with the deliveries without a
-    producer among those rows (None when the history has none)."""
-    filesystem, path = open_uri(unit.path)  # a store this host cannot open is no part's fault
-    pf = None
-    for rg in unit.row_groups:
-        try:  # page checksums verified: a damaged page is an error here, not wrong values
-            if pf is None:
-                pf = pq.ParquetFile(path, filesystem=filesystem, page_checksum_verification=True,
-                                    read_dictionary=[c for c in unit.columns if c in _DICTIONARY])
-            columns = _columns_of(unit, pf.metadata, rg)
-            table = pf.read_row_group(rg, columns=columns, use_threads=False)
-            if len(columns) < len(unit.columns) and table.column("producer").null_count:
-                raise ValueError(f"its statistics count no null producer, its rows hold {table.column('producer').null_count}")
-        except (OSError, ValueError) as exc:  # the driver finds the part named in this text
-            why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise OSError(f"{UNREADABLE}{unit.path} (row group {rg}: {why})") from exc
-        for batch in table.to_batches(max_chunksize=BATCH_ROWS):
-            yield encode(batch, ctx, unit.op), anonymous(batch, unit.op) if ctx.anonymous else None
-
-
-ANONYMOUS = pa.schema([("cluster", pa.string()), ("topic", pa.string()), ("message_id", pa.string())])
-
-
-def anonymous(batch: pa.RecordBatch, op: str | None) -> pa.Table | None:
-    """The receive and read rows without a producer (unexpected by definition: no send can match
-    them), as distinct (cluster, topic, message_id) with "" for a null cluster or topic; None when
-    there is none."""
-    if "producer" not in batch.schema.names or not batch.column("producer").null_count:
-        return None
-    mask = batch.column("producer").is_null()
-    if op is None:
-        mask = pc.and_(mask, pc.is_in(batch.column("op"), pa.array(["receive", "read"]))).fill_null(False)
-    elif op not in ("receive", "read"):
-        return None
-    if not pc.any(mask).as_py():
-        return None
-    rows = batch.filter(mask)
-
-    def text(name: str) -> pa.Array:
-        if name not in rows.schema.names:
-            return pa.nulls(rows.num_rows, pa.string())
-        col = rows.column(name)
-        return pc.cast(col.dictionary_decode() if pa.types.is_dictionary(col.type) else col, pa.string())
-
-    table = pa.table({"cluster": text("cluster").fill_null(""), "topic": text("topic").fill_null(""),
-                      "message_id": text("message_id")}, schema=ANONYMOUS)
-    return distinct(table)
-
-
-def distinct(table: pa.Table) -> pa.Table:
-    return table.group_by(ANONYMOUS.names, use_threads=False).aggregate([]).select(ANONYMOUS.names)
-
-
 def message_part(events: pa.Table, parts: int) -> pa.Array:
     """Which of ``parts`` reduce tasks handles each event's message: a multiplicative hash of its
     block (:data:`BLOCK_BITS`) when messages have one key, else of the message."""
@@ -376,22 +263,6 @@ def message_part(events: pa.Table, parts: int) -> pa.Array:
         key = pc.add(pc.multiply(u64("pidx"), _u64(_M1)), u64("seq"))
     spread = pc.shift_right(pc.multiply(key, _u64(_M0)), _u64(33))
     return pc.cast(pc.subtract(spread, pc.multiply(pc.divide(spread, _u64(parts)), _u64(parts))), pa.int64())
-
-
-def shipped_units(
-    units: list[Unit], ctx: Context, routes: tuple[int, ...], ids: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    """The body of the map task: each unit's events, one Arrow IPC blob per reduce task, as rows
-    ``(route, payload)`` that Spark's hash exchange delivers to that task (see ``exchange.routes``)."""
-    for ids_batch in ids:
-        for i in ids_batch.column(0).to_pylist():
-            read = list(read_unit(units[i], ctx))
-            events = pa.Table.from_batches([e for e, _ in read], schema=_schema(ctx.one_key)).combine_chunks()
-            if unknown := [a for _, a in read if a is not None]:  # all to one reduce task, which counts them
-                yield pa.record_batch({"route": pa.array([routes[0]], pa.int64()),
-                                       "payload": _binary(_ipc(distinct(pa.concat_tables(unknown))))})
-            for p, some in split(events, len(routes)):
-                yield pa.record_batch({"route": pa.array([routes[p]], pa.int64()), "payload": _binary(_ipc(some))})
 
 
 def split(events: pa.Table, parts: int) -> Iterator[tuple[int, pa.Table]]:
@@ -416,7 +287,7 @@ def _grouped_by(events: pa.Table, key: pa.Array) -> Iterator[tuple[int, pa.Table
         start += n
 
 
-def _ipc(table: pa.Table) -> pa.Buffer:
+def ipc(table: pa.Table) -> pa.Buffer:
     """A table as one compressed Arrow IPC stream."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as writer:
@@ -424,10 +295,17 @@ def _ipc(table: pa.Table) -> pa.Buffer:
     return sink.getvalue()
 
 
-def _binary(data: pa.Buffer) -> pa.Array:
+def binary(data: pa.Buffer) -> pa.Array:
     """A one-value binary array over ``data``, without copying it."""
     offsets = pa.array([0, data.size], pa.int32()).buffers()[1]
     return pa.Array.from_buffers(pa.binary(), 1, [None, offsets, data])
+
+
+ANONYMOUS = pa.schema([("cluster", pa.string()), ("topic", pa.string()), ("message_id", pa.string())])
+
+
+def distinct(table: pa.Table) -> pa.Table:
+    return table.group_by(ANONYMOUS.names, use_threads=False).aggregate([]).select(ANONYMOUS.names)
 
 
 def read_blobs(payloads: list[Any]) -> tuple[pa.Table | None, pa.Table | None]:
@@ -439,11 +317,6 @@ def read_blobs(payloads: list[Any]) -> tuple[pa.Table | None, pa.Table | None]:
             distinct(pa.concat_tables(unknown)) if unknown else None)
 
 
-def _schema(one_key: bool) -> pa.Schema:
+def event_schema(one_key: bool) -> pa.Schema:
     key = [("mkey", pa.int64())] if one_key else [("pidx", pa.int64()), ("seq", pa.int64())]
     return pa.schema([*key, ("tag", pa.int64()), ("a", pa.int64()), ("b", pa.int64()), ("c", pa.int64()), ("d", pa.int64())])
-
-
-
-
-_DICTIONARY = frozenset({"op", "type", "producer", "cluster", "topic", "subscription", "consumer", "key"})

@@ -49,14 +49,15 @@ from pulsarlab.history import SCHEMA
 from pulsarlab.history.location import as_uri, local_path
 from pulsarlab.history.manifest import VERDICT_FILE
 from pulsarlab.progress import NO_PROGRESS, Reporter
-from pulsarlab.verify import aggregate, checks, copies, exchange, merge, plan, stripes
+from pulsarlab.verify import aggregate, checks, copies, exchange, merge, plan, reading, stripes
 from pulsarlab.verify import events as ev
 from pulsarlab.verify.dims import MAX_CLUSTERS, base_topic, column_range
-from pulsarlab.verify.events import NO_SEQ, Context, Unit
+from pulsarlab.verify.events import NO_SEQ, Context
 from pulsarlab.verify.evidence import replication_targets
 from pulsarlab.verify.model import CHECKS, Check, Expectations, Verdict
 from pulsarlab.verify.parts import missing_on_executor, unreadable_in
 from pulsarlab.verify.plan import BY_CLUSTER_SEP, Plan, unpacked
+from pulsarlab.verify.reading import Unit
 from pulsarlab.verify.reconcile import Reconciled, reconcile
 from pulsarlab.verify.session import SPARK_LOG_NAME, spark_session
 from pulsarlab.verify.stripes import Stripe
@@ -79,7 +80,7 @@ Strategy = Literal["auto", "exchange", "stripes"]
 _ARROW_TO_SPARK = {"string": T.StringType(), "int64": T.LongType(), "int32": T.IntegerType()}
 SPARK_SCHEMA = T.StructType([T.StructField(f.name, _ARROW_TO_SPARK[str(f.type)], True) for f in SCHEMA])
 _TYPES = {f.name: f.dataType for f in SPARK_SCHEMA.fields}
-for _module in (ev, plan, aggregate, checks, exchange, stripes):  # executors need pyarrow, not pulsarlab
+for _module in (ev, reading, plan, aggregate, checks, exchange, stripes):  # executors need pyarrow, not pulsarlab
     cloudpickle.register_pickle_by_value(_module)
 
 
@@ -242,7 +243,7 @@ class _Job:
         ids = self.spark.range(0, max(len(units), 1), 1, numPartitions=max(len(units), 1))
         if not units:
             ids = ids.limit(0)
-        blobs = ids.mapInArrow(functools.partial(ev.shipped_units, units, ctx, routes), ROUTED)
+        blobs = ids.mapInArrow(functools.partial(reading.shipped_units, units, ctx, routes), ROUTED)
         return blobs.repartition(len(routes), "route")
 
     def context(self) -> Context:

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from pulsarlab.history.location import local_path
 from pulsarlab.history.schema import OPS, REQUIRED_COLUMNS, SCHEMA
-from pulsarlab.verify.events import NOT_THERE, UNREADABLE
+from pulsarlab.verify.reading import NOT_THERE, UNREADABLE
 
 _UNREADABLE_AT = re.compile(re.escape(UNREADABLE) + r"(?P<path>.+?) \((?P<why>[^\n]*)\)")
 _NOT_THERE_AT = re.compile(re.escape(NOT_THERE) + r"(?P<uri>\S+)")

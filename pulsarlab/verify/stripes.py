@@ -30,9 +30,10 @@ import pyarrow as pa
 
 from pulsarlab.verify.aggregate import aggregate_ops
 from pulsarlab.verify.checks import summarise
-from pulsarlab.verify.events import Context, Unit, distinct, read_unit, split_ops
+from pulsarlab.verify.events import Context, distinct, split_ops
 from pulsarlab.verify.exchange import violations
 from pulsarlab.verify.plan import CHUNK_ROWS, PARTIAL, UNEXPECTED, Plan, routed_row
+from pulsarlab.verify.reading import Unit, read_unit
 
 MAX_ROWS = 32 << 20
 """History rows one task may judge: their events (some 50 bytes each) are held until judged."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
@@ -102,19 +101,19 @@ def test_a_part_an_executor_cannot_find_is_named_as_such_not_as_damaged(tmp_path
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """The map task's own body (what each executor runs), given a part's URI its host does not have:
     the driver says where the history must be instead of calling the part truncated."""
-    from pulsarlab.verify.events import Context, Unit, read_units
+    from pulsarlab.verify.events import Context
     from pulsarlab.verify.parts import missing_on_executor, unreadable_in
+    from pulsarlab.verify.reading import Unit, read_unit
 
     run = handmade_history(tmp_path / "run", messages=10)
     monkeypatch.chdir("/")
     ctx = Context((PRODUCER,), ("eu",), (("eu", "audit"),), ("c0",), True)
     part = run / "producer-p0.parquet"
-    found = list(read_units([Unit(part.as_uri(), (0,), ("producer", "seq"), "send")], ctx,
-                            iter([pa.record_batch({"id": [0]})])))
+    found = list(read_unit(Unit(part.as_uri(), (0,), ("producer", "seq"), "send"), ctx))
     assert sum(b.num_rows for b, _ in found) > 0  # from another working directory, by its URI
     gone = (tmp_path / "elsewhere" / "producer-p0.parquet").as_uri()
     with pytest.raises(FileNotFoundError) as caught:
-        list(read_units([Unit(gone, (0,), ("producer", "seq"), "send")], ctx, iter([pa.record_batch({"id": [0]})])))
+        list(read_unit(Unit(gone, (0,), ("producer", "seq"), "send"), ctx))
     assert unreadable_in(caught.value) is None
     assert missing_on_executor(caught.value) == (
         f"a Spark executor found no history part {gone}, which the driver read: on a cluster of several hosts the "

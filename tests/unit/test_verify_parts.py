@@ -9,7 +9,7 @@ import random
 import pyarrow as pa
 import pytest
 
-from pulsarlab.verify import aggregate, checks, exchange, merge
+from pulsarlab.verify import aggregate, checks, exchange, merge, reading
 from pulsarlab.verify import events as ev
 from pulsarlab.verify.plan import Plan
 
@@ -161,7 +161,7 @@ def _events(rows: list[tuple[int, int, int, int | None, int | None, int | None]]
     pidx, seq, tag, a, b, c = (list(x) for x in zip(*rows, strict=True))
     key = {"mkey": [p << ev.SEQ_BITS | s for p, s in zip(pidx, seq, strict=True)]} if one_key else {"pidx": pidx, "seq": seq}
     d = [None] * len(a)
-    return pa.table({**key, "tag": tag, "a": a, "b": b, "c": c, "d": d}, schema=ev._schema(one_key))
+    return pa.table({**key, "tag": tag, "a": a, "b": b, "c": c, "d": d}, schema=ev.event_schema(one_key))
 
 
 def _tag(op: str, cid: int = 0, sid: int | None = None, consumer: int | None = None) -> int:
@@ -249,7 +249,7 @@ def _receive_part(path, with_statistics: bool = True):  # type: ignore[no-untype
     import pyarrow.parquet as pq
 
     pq.write_table(pa.table(rows), path, row_group_size=2, write_statistics=with_statistics)
-    unit = ev.Unit(path.as_uri(), (0, 1), tuple(rows), "receive", named_only=("topic", "message_id"))
+    unit = reading.Unit(path.as_uri(), (0, 1), tuple(rows), "receive", named_only=("topic", "message_id"))
     return unit, pq.ParquetFile(path).metadata
 
 
@@ -260,9 +260,10 @@ def test_message_ids_only_naming_deliveries_without_a_producer_are_read_where_on
     Either way the delivery without a producer is found and named by its message id."""
     unit, meta = _receive_part(tmp_path / "consumer-k0.parquet", with_statistics)
     whole = list(unit.columns)
-    assert ev._columns_of(unit, meta, 1) == whole
-    assert ev._columns_of(unit, meta, 0) == ([c for c in whole if c not in ("topic", "message_id")] if with_statistics else whole)
-    found = [anon for _, anon in ev.read_unit(unit, _ctx(anonymous=True)) if anon is not None]
+    assert reading.columns_for(unit, meta, 1) == whole
+    without_ids = [c for c in whole if c not in ("topic", "message_id")]
+    assert reading.columns_for(unit, meta, 0) == (without_ids if with_statistics else whole)
+    found = [anon for _, anon in reading.read_unit(unit, _ctx(anonymous=True)) if anon is not None]
     assert [t.to_pylist() for t in found] == [[{"cluster": "c1", "topic": "persistent://t/n/a", "message_id": "(9,9,-1,-1)"}]]
 
 
@@ -270,7 +271,7 @@ def test_statistics_that_hide_a_delivery_without_a_producer_make_the_part_unread
     """Rows that contradict their row group's statistics (no null producer counted, one found):
     the part is named unreadable, as a damaged page is, never judged without the message id."""
     unit, _ = _receive_part(tmp_path / "consumer-k0.parquet")
-    monkeypatch.setattr(ev, "_columns_of", lambda u, meta, rg: [c for c in u.columns if c not in u.named_only])
+    monkeypatch.setattr(reading, "columns_for", lambda u, meta, rg: [c for c in u.columns if c not in u.named_only])
     with pytest.raises(OSError, match=r"cannot read history part .*consumer-k0.parquet \(row group 1: its statistics "
                                       r"count no null producer, its rows hold 1\)"):
-        list(ev.read_unit(unit, _ctx(anonymous=True)))
+        list(reading.read_unit(unit, _ctx(anonymous=True)))
