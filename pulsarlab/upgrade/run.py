@@ -64,10 +64,7 @@ def under_replicated(cluster: Upgradable, ready: dict[str, bool]) -> dict[str, l
         bookie = next((b for b in cluster.topo.nodes_of(Role.BOOKIE, c.name) if ready.get(b.name)), None)
         if bookie is None:
             continue  # every bookie of it is down: refused as not serving
-        base = bookie_url(cluster, bookie)
-        listed = gate.listed(base)
-        at_risk, _empty = gate.split(listed, {i: gate.metadata(base, i) for i in listed})
-        found[c.name] = at_risk
+        found[c.name] = gate.assess(bookie_url(cluster, bookie))[0]
     return found
 
 

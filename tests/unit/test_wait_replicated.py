@@ -144,3 +144,12 @@ def load_script():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_assess_sorts_what_is_listed_as_the_wait_and_the_upgrades_first_gate_both_read_it(bookie: Bookie) -> None:
+    """One rule for the wait and for ``pulsarlab upgrade``'s check before any node is touched
+    (pulsarlab.upgrade.run.under_replicated): at risk, closed empty, open with nothing confirmed."""
+    bookie.confirmed.add(13)
+    bookie.ledgers.update({10: EMPTY, 11: OPEN_EMPTY, 12: FULL, 13: OPEN_EMPTY})
+    at_risk, empty, idle, meta = load_script().assess(bookie.url)
+    assert (at_risk, empty, idle, sorted(meta)) == ([12, 13], [10], [11], [10, 11, 12, 13])

@@ -133,6 +133,14 @@ def quiet(base: str, metadata: dict[int, dict[str, Any] | None]) -> set[int]:
     return {i for i, m in open_ones.items() if bookies_of(m) <= up and unconfirmed(base, i)}
 
 
+def assess(base: str) -> tuple[list[int], list[int], list[int], dict[int, dict[str, Any] | None]]:
+    """What the bookie at ``base`` lists now, as :func:`split` sorts it, with each ledger's metadata."""
+    ids = listed(base)
+    meta = {i: metadata(base, i) for i in ids}
+    at_risk, empty, idle = split(ids, meta, quiet(base, meta))
+    return at_risk, empty, idle, meta
+
+
 def wait(base: str, timeout: float, sleep: float = POLL_S) -> tuple[bool, str]:
     """Poll until no listed ledger holds entries: (True, what was found) or, after ``timeout``
     seconds, (False, why). A bookie that does not answer (restarting, a connection closed) is asked
@@ -140,9 +148,7 @@ def wait(base: str, timeout: float, sleep: float = POLL_S) -> tuple[bool, str]:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            ids = listed(base)
-            meta = {i: metadata(base, i) for i in ids}
-            at_risk, empty, idle = split(ids, meta, quiet(base, meta))
+            at_risk, empty, idle, meta = assess(base)
             error = None
         except (OSError, RuntimeError, ValueError) as exc:
             at_risk, empty, idle, error = [], [], [], str(exc)
