@@ -38,6 +38,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
+import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark import cloudpickle
@@ -229,8 +230,11 @@ class _Job:
                 span = stripes.producer_span(group.column(at).statistics, producers) if at is not None else None
                 pieces.append(stripes.Piece(f, rg, group.num_rows, span))
         forced = self.strategy == "stripes"
-        found = stripes.stripes(pieces, [unit for unit, _ in files],
-                                1 if forced else self.cores, **({"max_rows": 1 << 62} if forced else {}))
+        # local tasks share this machine's memory; a cluster's executors are not known from here
+        local = (self.spark.sparkContext.master or "").startswith("local")
+        limit = stripes.row_limit(psutil.virtual_memory().available if local else None, self.cores)
+        found = stripes.stripes(pieces, [unit for unit, _ in files], 1 if forced else self.cores,
+                                1 << 62 if forced else limit)
         if found is None and forced:
             raise ValueError("the stripes plan needs at least one row group with a producer of the history")
         return found

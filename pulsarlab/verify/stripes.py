@@ -36,7 +36,10 @@ from pulsarlab.verify.plan import CHUNK_ROWS, PARTIAL, UNEXPECTED, Plan, routed_
 from pulsarlab.verify.reading import Unit, read_unit
 
 MAX_ROWS = 32 << 20
-"""History rows one task may judge: their events (some 50 bytes each) are held until judged."""
+"""History rows one task may judge at most: their events are held until judged."""
+BYTES_PER_ROW = 88
+"""What a task holds at its peak per history row it judges (bench/verify_scale.py, 10 million
+messages: 5.3 GiB for two tasks of 25 million rows, the JVM and the driver included)."""
 BUCKET_ROWS = 3 << 20
 """Events aggregated at a time within a task (a reduce task of the general plan gets about as many)."""
 IMBALANCE = 1.25
@@ -74,6 +77,15 @@ def producer_span(stats: Any, producers: Sequence[str]) -> Span:
     lo = bisect.bisect_left(producers, stats.min)
     hi = bisect.bisect_right(producers, stats.max) - 1
     return (lo, hi) if lo <= hi else None
+
+
+def row_limit(available: int | None, cores: int) -> int:
+    """History rows one task may judge: :data:`MAX_ROWS`, or fewer when a task on every core would
+    together hold more than half of ``available`` bytes (None: not known here, as for a cluster's
+    executors)."""
+    if available is None:
+        return MAX_ROWS
+    return min(MAX_ROWS, available // 2 // (max(cores, 1) * BYTES_PER_ROW))
 
 
 def groups(spans: Sequence[Span]) -> list[tuple[int, int]]:

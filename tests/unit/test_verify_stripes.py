@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from bench.history_gen import EVIDENCE, KINDS, generate
-from pulsarlab.verify.stripes import Piece, assign, groups, producer_span
+from pulsarlab.verify.stripes import BYTES_PER_ROW, MAX_ROWS, Piece, assign, groups, producer_span, row_limit
 
 PRODUCERS = ["p0", "p1", "p2", "p3"]
 
@@ -59,6 +59,19 @@ def test_a_group_too_big_for_one_task_takes_the_general_plan() -> None:
     pieces = [_piece(0, 100, (0, 0)), _piece(1, 100, (1, 1))]
     assert assign(pieces, cores=2, max_rows=99) is None
     assert assign(pieces, cores=2, max_rows=100) is not None
+
+
+def test_a_task_holds_at_most_half_the_memory_there_is_over_the_cores() -> None:
+    """On a smaller machine a task gets fewer rows (its events are held until judged): 8 GiB
+    available on two cores is half of it for two tasks of BYTES_PER_ROW a row; this machine's
+    24 GiB keeps the fixed limit; a cluster's executors, unknown here, keep it too."""
+    gib = 1 << 30
+    assert row_limit(8 * gib, cores=2) == 2 * gib // BYTES_PER_ROW < MAX_ROWS
+    assert row_limit(8 * gib, cores=2) * 2 * BYTES_PER_ROW <= 4 * gib
+    assert row_limit(24 * gib, cores=2) == MAX_ROWS
+    assert row_limit(None, cores=2) == MAX_ROWS
+    # the bench's 10M history (groups of 25 million rows) is judged whole per producer only with room
+    assert row_limit(8 * gib, cores=2) < 25 << 20 <= row_limit(12 * gib, cores=2)
 
 
 def _verdict(spark, directory: Path, strategy: str) -> dict:  # type: ignore[no-untyped-def]
