@@ -12,9 +12,10 @@ registered bookies (seen after region drills, for the ledgers of idle topics). T
 ledger therefore do not hold the wait and are named on stdout instead:
 
 - closed with no entry (``lastEntryId`` -1): nothing to copy;
-- open, no entry of it confirmed to its bookies (reading entry 0 through the bookie gives none) and
-  every bookie of its ensembles registered again: what it may hold (at most the one entry whose
-  confirmation rides on the next) is on bookies that are all back.
+- open, no entry of it confirmed to its bookies (reading entry 0 through the bookie gives none:
+  nothing written, or only entries whose confirmation would ride on a next one) and every bookie
+  of its ensembles registered again: what it holds is on bookies that are all back, which is what
+  BookKeeper's own recheck finds once its view of them is fresh.
 
 Every other listed ledger is waited for; after TIMEOUT seconds the script exits 1 naming each one
 with the bookies of each of its fragments. Standard library only (any host Ansible manages has
