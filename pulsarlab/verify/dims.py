@@ -17,7 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pulsarlab.verify.parts import UnreadablePart, each_file, first_line
+from pulsarlab.verify.parts import UnreadablePart, each_file
+from pulsarlab.verify.reading import first_line
 
 PARTITION_SUFFIX = r"-partition-[0-9]+$"
 MAX_CLUSTERS = 62

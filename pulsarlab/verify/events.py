@@ -3,8 +3,8 @@
 Each Spark task reads a few row groups of one part file with pyarrow (:mod:`.reading`) and turns
 every row into five 64-bit integers here. Strings become small integer codes by looking up each
 batch's dictionary (a few distinct values) instead of comparing every row; keys and message ids
-become 64-bit hashes, computed over whole columns at once. Nothing here imports Spark or the rest of pulsarlab: the
-module is shipped to executors by value, so they need pyarrow only.
+become 64-bit hashes, computed over whole columns at once. Nothing here imports Spark or the rest
+of pulsarlab: the module is shipped to executors by value, so they need pyarrow only.
 
 An event row:
 

@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 from pulsarlab.history.manifest import MANIFEST, manifest_problems
 from pulsarlab.history.schema import PART_SUFFIX, part_files
 from pulsarlab.verify.dims import Dims, base_topic, dict_column
-from pulsarlab.verify.parts import UnreadablePart, each_file, first_line
+from pulsarlab.verify.parts import UnreadablePart, each_file
+from pulsarlab.verify.reading import first_line
 
 SCAN_COLUMNS = ("op", "cluster", "topic", "read_index", "message_id", "end_message_id", "error")
 # a driver's own final counts (``_run.json``) -> the (op, type) rows of its part they account for.

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from pulsarlab.history.location import local_path
 from pulsarlab.history.schema import OPS, REQUIRED_COLUMNS, SCHEMA
-from pulsarlab.verify.reading import NOT_THERE, UNREADABLE
+from pulsarlab.verify.reading import NOT_THERE, UNREADABLE, first_line
 
 _UNREADABLE_AT = re.compile(re.escape(UNREADABLE) + r"(?P<path>.+?) \((?P<why>[^\n]*)\)")
 _NOT_THERE_AT = re.compile(re.escape(NOT_THERE) + r"(?P<uri>\S+)")
@@ -48,11 +48,6 @@ class UnreadablePart(Exception):
         super().__init__(f"{path}: {why}")
         self.path = Path(path)
         self.why = why
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def unreadable_reason(path: str | Path, why: str) -> str:

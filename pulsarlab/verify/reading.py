@@ -27,6 +27,12 @@ NOT_THERE = "pulsarlab: no history part on this executor: "  # + the URI the dri
 _DICTIONARY = frozenset({"op", "type", "producer", "cluster", "topic", "subscription", "consumer", "key"})
 
 
+def first_line(exc: BaseException) -> str:
+    """An error's first line (its type's name when it says nothing)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 @dataclass(frozen=True)
 class Unit:
     """Some row groups of one part file, read by one task."""
@@ -84,8 +90,7 @@ def read_unit(unit: Unit, ctx: Context) -> Iterator[tuple[pa.RecordBatch, pa.Tab
             if len(columns) < len(unit.columns) and table.column("producer").null_count:
                 raise ValueError(f"its statistics count no null producer, its rows hold {table.column('producer').null_count}")
         except (OSError, ValueError) as exc:  # the driver finds the part named in this text
-            why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise OSError(f"{UNREADABLE}{unit.path} (row group {rg}: {why})") from exc
+            raise OSError(f"{UNREADABLE}{unit.path} (row group {rg}: {first_line(exc)})") from exc
         for batch in table.to_batches(max_chunksize=BATCH_ROWS):
             yield encode(batch, ctx, unit.op), anonymous(batch, unit.op) if ctx.anonymous else None
 

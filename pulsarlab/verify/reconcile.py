@@ -26,7 +26,8 @@ from pulsarlab.history.faults import APPLIED, FAULTS_FILE, HEALED, read_faults
 from pulsarlab.history.schema import part_files
 from pulsarlab.verify.dims import Dims, read_dims
 from pulsarlab.verify.evidence import Evidence, driver_contradictions, judge, read_manifests, read_scans
-from pulsarlab.verify.parts import UnreadablePart, first_line, readable_parts, unknown_ops, unreadable_reason
+from pulsarlab.verify.parts import UnreadablePart, readable_parts, unknown_ops, unreadable_reason
+from pulsarlab.verify.reading import first_line
 
 
 @dataclass
