@@ -76,6 +76,10 @@ NEEDS = {  # columns each op contributes to the per-message table, besides op, p
     "scan": (),
 }
 GAP_BUCKETS = 8
+SMALL_BYTES = 4 << 20
+"""A history whose parts hold less Parquet than this is judged by one task per stage: what a task
+costs to start (a Python worker, the functions unpickled, Arrow streams set up) outweighs what a
+second core would share of its work (a scenario's run: 0.7 MB)."""
 Strategy = Literal["auto", "exchange", "stripes"]
 
 _ARROW_TO_SPARK = {"string": T.StringType(), "int64": T.LongType(), "int32": T.IntegerType()}
@@ -161,13 +165,15 @@ class _Job:
         lo_hi = self.d.seq_range
         self.one_key = lo_hi is None or (lo_hi[0] >= 0 and lo_hi[1] < NO_SEQ)  # else group by (pidx, seq)
         total = sum(p.stat().st_size for p in self.paths)
-        self.cores = cores = max(spark.sparkContext.defaultParallelism, 1)
+        self.small = strategy == "auto" and total < SMALL_BYTES  # a plan asked for keeps its tasks (tests compare them)
+        self.cores = cores = 1 if self.small else max(spark.sparkContext.defaultParallelism, 1)
+        width = 1 if self.small else 2 * cores  # tasks per stage, at least
         # reduce tasks of the per-message aggregation: several per core, each with some 24 MB of Parquet
-        self.reducers = max(2 * cores, total // (24 << 20))
+        self.reducers = max(width, total // (24 << 20))
         # tasks of the second exchange: each holds the order rows of whole (producer, check) groups,
         # so big histories get up to one task per group (some 128 MB of Parquet each)
         groups = len(self.d.producers) * 2 * max(len(self.d.clusters), len(self.d.subs), 1)
-        self.resolvers = max(2 * cores, min(groups, total // (128 << 20)))
+        self.resolvers = max(width, min(groups, total // (128 << 20)))
         self.strategy = strategy
         self.tasks = self.striped()
 
@@ -234,7 +240,7 @@ class _Job:
         local = (self.spark.sparkContext.master or "").startswith("local")
         limit = stripes.row_limit(psutil.virtual_memory().available if local else None, self.cores)
         found = stripes.stripes(pieces, [unit for unit, _ in files], 1 if forced else self.cores,
-                                1 << 62 if forced else limit)
+                                1 << 62 if forced else limit, tasks=1 if self.small else None)
         if found is None and forced:
             raise ValueError("the stripes plan needs at least one row group with a producer of the history")
         return found

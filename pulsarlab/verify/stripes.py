@@ -99,10 +99,10 @@ def groups(spans: Sequence[Span]) -> list[tuple[int, int]]:
     return merged
 
 
-def assign(pieces: Sequence[Piece], cores: int, max_rows: int = MAX_ROWS) -> list[list[Piece]] | None:
+def assign(pieces: Sequence[Piece], cores: int, max_rows: int = MAX_ROWS, tasks: int | None = None) -> list[list[Piece]] | None:
     """The row groups of each task, or None when the general plan is better: fewer producer
     groups than cores, a task over ``max_rows``, or a busiest core past :data:`IMBALANCE` times an
-    even share. Groups are packed into at most ``4 * cores`` tasks, largest first."""
+    even share. Groups are packed into at most ``tasks`` tasks (default ``4 * cores``), largest first."""
     found = groups([p.span for p in pieces])
     if len(found) < cores:
         return None
@@ -115,20 +115,20 @@ def assign(pieces: Sequence[Piece], cores: int, max_rows: int = MAX_ROWS) -> lis
         else:
             by_group[bisect.bisect_right(starts, p.span[0]) - 1].append(p)
     weights = [sum(p.rows for p in g) for g in by_group]
-    tasks: list[list[Piece]] = [[] for _ in range(min(len(found), 4 * cores))]
-    loads = [0] * len(tasks)
+    out: list[list[Piece]] = [[] for _ in range(min(len(found), tasks or 4 * cores))]
+    loads = [0] * len(out)
     for g in sorted(range(len(found)), key=lambda i: -weights[i]):
         t = loads.index(min(loads))
-        tasks[t] += by_group[g]
+        out[t] += by_group[g]
         loads[t] += weights[g]
     for p in orphans:
         t = loads.index(min(loads))
-        tasks[t].append(p)
+        out[t].append(p)
         loads[t] += p.rows
     total = sum(loads)
     if max(loads) > max_rows or _makespan(loads, cores) > IMBALANCE * total / cores:
         return None
-    return [t for t in tasks if t]
+    return [t for t in out if t]
 
 
 def _makespan(loads: Sequence[int], cores: int) -> int:
@@ -139,13 +139,14 @@ def _makespan(loads: Sequence[int], cores: int) -> int:
     return max(busy)
 
 
-def stripes(pieces: Sequence[Piece], files: Sequence[Unit], cores: int, max_rows: int = MAX_ROWS) -> list[Stripe] | None:
+def stripes(pieces: Sequence[Piece], files: Sequence[Unit], cores: int, max_rows: int = MAX_ROWS,
+            tasks: int | None = None) -> list[Stripe] | None:
     """:func:`assign` made into tasks: ``files`` holds each file as a unit without row groups."""
-    tasks = assign(pieces, cores, max_rows)
-    if tasks is None:
+    found = assign(pieces, cores, max_rows, tasks)
+    if found is None:
         return None
     out = []
-    for task in tasks:
+    for task in found:
         units: list[Unit] = []
         for p in sorted(task, key=lambda p: (p.file, p.row_group)):
             if units and units[-1].path == files[p.file].path:

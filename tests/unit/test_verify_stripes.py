@@ -86,17 +86,20 @@ def _verdict(spark, directory: Path, strategy: str) -> dict:  # type: ignore[no-
 
 def test_both_plans_give_the_same_verdict_on_a_history_with_every_anomaly(spark, tmp_path: Path) -> None:
     """Two clusters, each with its own producers, consumers and read-back: the stripes plan takes
-    it (two tasks), and judges every planted anomaly, every count and every example as the
-    general plan does, deliveries without a producer counted once over both tasks."""
+    it (two tasks, one per cluster's producers, when asked for: a history this small is otherwise
+    one task), and judges every planted anomaly, every count and every example as the general plan
+    does, deliveries without a producer counted once over both tasks."""
     from pulsarlab.verify.job import _Job
     from pulsarlab.verify.model import Expectations
     from pulsarlab.verify.reconcile import reconcile
 
     history = tmp_path / "all"
     generate(history, 30_000, frozenset(KINDS) - {"unfinished"})
-    assert len(_Job(spark, [history], Expectations(), reconcile([history])).tasks or []) == 2
+    assert len(_Job(spark, [history], Expectations(), reconcile([history]), "stripes").tasks or []) == 2
+    assert len(_Job(spark, [history], Expectations(), reconcile([history])).tasks or []) == 1  # "auto": one task
     general, striped = _verdict(spark, history, "exchange"), _verdict(spark, history, "stripes")
     assert striped == general
+    assert _verdict(spark, history, "auto") == general  # the one task of a small history
     counts = {c["name"]: c["count"] for c in striped["checks"]}
     assert all(counts[k] > 0 for k in KINDS if k in counts and k not in EVIDENCE), counts
     assert striped["status"] == "inconclusive"  # the planted missing scan and failed drivers
