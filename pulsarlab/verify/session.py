@@ -25,6 +25,7 @@ GIB = 1 << 30
 SPARK_LOG_NAME = "spark.log"
 _spark_log: Path | None = None  # where the running session's JVM writes its stderr
 DRIVER = "driver"  # the kind of JVM whose classes are archived (pulsarlab.classdata)
+DAEMON_MODULE = "pulsarlab.verify.pydaemon"
 ARCHIVE_WAIT_S = 60.0  # for the recording driver JVM to write its class archive at exit (scaled)
 
 
@@ -188,6 +189,10 @@ def spark_session(
         "spark.hadoop.parquet.page.verify-checksum.enabled": "true",  # a damaged page is an error, not data
         "spark.driver.extraJavaOptions": driver_java_options(quick_jit, archives, recording),
     }
+    if (master or DEFAULT_MASTER).startswith("local"):
+        # the executors are this machine's, with pulsarlab installed: their Python daemon imports the
+        # installed PySpark, not the zip Spark puts first on their path (pydaemon.py)
+        options["spark.python.daemon.module"] = DAEMON_MODULE
     log = log_file or Path(tempfile.gettempdir()) / "pulsarlab-spark.log"
     if SparkContext._gateway is None:
         _launch_driver(options, log)
