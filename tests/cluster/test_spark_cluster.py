@@ -96,10 +96,11 @@ def test_a_relative_folder_and_a_file_uri_give_the_local_verdict(spark_cluster: 
     assert executor_dirs and not [d for d in executor_dirs if d == tmp_path or tmp_path in d.parents]
 
 
-def test_stop_ends_every_process_it_started(tmp_path: Path) -> None:
-    cluster = StandaloneCluster(workers=1, root=tmp_path).start()
-    pids = [d.proc.pid for d in cluster.daemons]
+def test_stop_ends_every_process_it_started(spark_cluster: StandaloneCluster) -> None:
+    """Last in the module: the cluster that served the verifies above (its executors ended with their
+    applications), stopped; a second stop, the fixture's, does nothing."""
+    pids = [d.proc.pid for d in spark_cluster.daemons]
     assert len(pids) == 2 and all(psutil.pid_exists(p) for p in pids)
-    cluster.stop()
-    assert cluster.daemons == []
+    spark_cluster.stop()
+    assert spark_cluster.daemons == []
     assert not [p for p in pids if psutil.pid_exists(p)]

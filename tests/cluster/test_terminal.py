@@ -126,7 +126,7 @@ def test_verify_shows_its_stages_and_no_spark_warning_in_a_terminal(tmp_path: Pa
     text = ANSI.sub("", shown)
     assert code == 1, text  # one acknowledged message lost
     for stage in (r"Spark \(local\[\*\]\), its log in .*\s+ready \(", r"cross-checking the history's files\s+read \(",
-                  r"checking 3 history part\(s\) of 1 producer\(s\) \(events exchanged\)\s+checked \("):
+                  r"checking 3 history part\(s\) of 1 producer\(s\) \(1 task\(s\), each judging whole producers\)\s+checked \("):
         assert re.search(stage, text), f"no stage {stage!r}:\n{text}"
     for chatter in ("WARN", "log4j", "NativeCodeLoader", "incubator", "setLogLevel"):
         assert chatter not in text, f"{chatter!r} reached the terminal:\n{text}"
