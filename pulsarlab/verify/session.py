@@ -26,6 +26,7 @@ SPARK_LOG_NAME = "spark.log"
 _spark_log: Path | None = None  # where the running session's JVM writes its stderr
 DRIVER = "driver"  # the kind of JVM whose classes are archived (pulsarlab.classdata)
 DAEMON_MODULE = "pulsarlab.verify.pydaemon"
+SPARK_DAEMON_MODULE = "pyspark.daemon"  # Spark's default
 ARCHIVE_WAIT_S = 60.0  # for the recording driver JVM to write its class archive at exit (scaled)
 
 
@@ -51,6 +52,10 @@ def _launch_driver(options: dict[str, str], log: Path) -> None:
     with open(log, "ab") as err:
         gateway = launch_gateway(conf, popen_kwargs={"stderr": err})  # type: ignore[no-untyped-call]
     SparkContext._ensure_initialized(gateway=gateway, conf=conf)  # the context made next uses this JVM
+
+
+def _same_file(a: str, b: str) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def default_driver_memory(total_bytes: int | None = None) -> str:
@@ -139,8 +144,9 @@ def spark_session(
     on a cluster the path must exist on every executor's host.
 
     An already running session is reused when ``master`` is not given or is its master; one with
-    another master is stopped first (a new master never silently runs on the old one). The memory
-    setting only applies when a new JVM is started.
+    another master is stopped first (a new master never silently runs on the old one), and so is a
+    local one whose workers run pulsarlab's daemon (:mod:`.pydaemon`) when another interpreter is
+    asked for. The memory setting only applies when a new JVM is started.
 
     A new JVM runs with :func:`driver_java_options` (``quick_jit``: C1 alone; bench/verify_jit.py
     measured it cheaper at every history size, 150,000 to 50 million rows).
@@ -154,11 +160,15 @@ def spark_session(
     python = executor_python or sys.executable
     running = SparkContext._active_spark_context
     if running is not None:
-        if master is None or running.master == master:
+        # a session whose workers run pulsarlab's daemon needs this interpreter (pulsarlab installed)
+        ours = running.getConf().get("spark.python.daemon.module") == DAEMON_MODULE
+        if (master is None or running.master == master) and (not ours or _same_file(python, sys.executable)):
             running.pythonExec = python  # read whenever a Python function is shipped to the workers
             return SparkSession.builder.getOrCreate()
+        master = master or running.master
         active = SparkSession.getActiveSession()
         (active or running).stop()
+    own_daemon = (master or DEFAULT_MASTER).startswith("local") and _same_file(python, sys.executable)
     if _on_loopback(master or DEFAULT_MASTER):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no hostname lookup; executors reach the driver there
     # The Python side reads PYSPARK_PYTHON when the context starts and sends that path with every
@@ -189,10 +199,10 @@ def spark_session(
         "spark.hadoop.parquet.page.verify-checksum.enabled": "true",  # a damaged page is an error, not data
         "spark.driver.extraJavaOptions": driver_java_options(quick_jit, archives, recording),
     }
-    if (master or DEFAULT_MASTER).startswith("local"):
-        # the executors are this machine's, with pulsarlab installed: their Python daemon imports the
-        # installed PySpark, not the zip Spark puts first on their path (pydaemon.py)
-        options["spark.python.daemon.module"] = DAEMON_MODULE
+    # the executors are this machine's and run this interpreter, pulsarlab installed: their Python
+    # daemon imports the installed PySpark, not the zip Spark puts first on their path (pydaemon.py).
+    # Else Spark's own, named: a context made in a JVM started earlier inherits the JVM's setting
+    options["spark.python.daemon.module"] = DAEMON_MODULE if own_daemon else SPARK_DAEMON_MODULE
     log = log_file or Path(tempfile.gettempdir()) / "pulsarlab-spark.log"
     if SparkContext._gateway is None:
         _launch_driver(options, log)

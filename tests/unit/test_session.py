@@ -74,3 +74,17 @@ def test_only_zips_of_the_installed_pyspark_are_dropped(tmp_path) -> None:  # ty
     assert installed_zips([spark_zip, py4j_zip, other, str(site)]) == {spark_zip, py4j_zip}
     assert installed_zips([spark_zip, py4j_zip]) == set()  # the package itself not on the path: the zips stay
     assert installed_zips([str(lib / "py4j-0.0.1-src.zip"), spark_zip, str(site)]) == {spark_zip}  # another py4j stays
+
+
+def test_another_interpreter_for_the_workers_keeps_sparks_own_daemon() -> None:
+    """pulsarlab's daemon runs only on this interpreter (pulsarlab is installed here); workers asked to
+    run another get Spark's own daemon, also when a session with pulsarlab's was running."""
+    first = spark_session("local[1]", shuffle_partitions=1, driver_memory="1g")
+    try:
+        assert first.sparkContext.getConf().get("spark.python.daemon.module") == "pulsarlab.verify.pydaemon"
+        other = spark_session("local[1]", executor_python="/opt/other/python3")
+        assert first.sparkContext._jsc is None  # not reused: its workers' daemon needs this interpreter
+        assert other.sparkContext.pythonExec == "/opt/other/python3"
+        assert other.sparkContext.getConf().get("spark.python.daemon.module") == "pyspark.daemon"
+    finally:
+        spark_session().stop()
