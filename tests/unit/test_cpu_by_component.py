@@ -82,3 +82,22 @@ def test_a_child_that_goes_with_its_parent_is_not_charged_again_to_the_grandpare
     # the burner (301 at its end) and the subshell (2) are gone; the shell's reaped time shows both
     accounts.step([shell._replace(children=301 + 2)], {"20": None})
     assert accounts.charged == {"other processes": 1 + 1 + 2, "other python": 300}
+
+
+def test_node_jvms_are_counted_by_the_deployment_that_started_them(tmp_path: Path) -> None:
+    m = script()
+    state = "/tmp/pytest-of-root/pytest-3/popen-gw1/test_secure0/state"
+    line = (f"java -Dpulsarlab.node=bk1 -Dlog4j.configurationFile={state}/nodes/bk1/conf/log4j2.yaml "
+            "org.apache.bookkeeper.server.Main")
+    assert m.deployment(line) == "test_secure0/state"
+    assert m.deployment(line.replace(state, "/home/me/.pulsarlab/sync")) == "/home/me/.pulsarlab/sync"
+    assert m.deployment("java -Dpulsarlab.node=bk1 org.apache.bookkeeper.server.Main").startswith("(no state folder")
+    accounts = m.Accounts(started_at=1000)
+    bk, broker = m.Proc("30", 1100, "1", own=10, children=0), m.Proc("31", 1100, "1", own=20, children=0)
+    accounts.step([bk, broker], {"30": "pulsar bookie", "31": "pulsar broker"}, {"30": "a", "31": "a"})
+    restarted = m.Proc("32", 1200, "1", own=5, children=0)  # bk1 again, a new JVM of the same deployment
+    accounts.step([broker._replace(own=25), restarted], {"31": None, "32": "pulsar bookie"}, {"32": "a"})
+    assert accounts.deployments() == [(10 + 25 + 5, 3, "a")]
+    out = tmp_path / "cpu.txt"
+    m.write(out, accounts.charged, accounts.counted(), total=40, wall=1.0, deployments=accounts.deployments())
+    assert out.read_text().splitlines()[-1].split()[2:] == ["3", "JVMs", "a"]

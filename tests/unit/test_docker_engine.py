@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -104,3 +105,34 @@ def test_distribution_checksum_tracks_contents_not_logs(tmp_path: Path, monkeypa
     assert image.distribution_checksum(home) == first
     (home / "lib" / "a.jar").write_bytes(b"two")
     assert image.distribution_checksum(home) != first
+
+
+def _start_with(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    """``scripts/docker-engine start`` with its caches and plugin folder in tmp_path and no engine state."""
+    return subprocess.run([str(SCRIPT), "start"], capture_output=True, text=True, timeout=120, env={
+        **os.environ, "PULSARLAB_CACHE": str(tmp_path / "cache"), "DOCKER_CONFIG": str(tmp_path / "config"),
+        "PULSARLAB_DOCKER_STATE": str(tmp_path / "state"), **env})
+
+
+def _packages_in_place() -> None:
+    if not all(shutil.which(c) for c in ("dockerd", "debootstrap", "ip")):
+        pytest.skip("scripts/docker-engine start would install docker.io, debootstrap or iproute2 first")
+
+
+def test_script_refuses_an_unknown_compose_source_before_starting_anything(tmp_path: Path) -> None:
+    _packages_in_place()
+    out = _start_with(tmp_path, PULSARLAB_COMPOSE_SOURCE="npm")
+    assert out.returncode == 1 and "PULSARLAB_COMPOSE_SOURCE is 'npm': debian or go" in out.stderr, out.stderr
+    assert out.stdout == "" and not (tmp_path / "config").exists() and not (tmp_path / "state").exists()
+
+
+def test_an_unreachable_debian_mirror_is_one_error_naming_it_and_the_other_source(tmp_path: Path) -> None:
+    _packages_in_place()
+    mirror = "http://127.0.0.1:9/debian"  # the discard port: nothing listens, the connection is refused
+    out = _start_with(tmp_path, PULSARLAB_DEBIAN_MIRROR=mirror, PULSARLAB_COMPOSE_SOURCE="debian")
+    assert out.returncode == 1, out.stderr
+    assert f"could not fetch docker-compose from Debian trixie at {mirror}" in out.stderr
+    assert "PULSARLAB_COMPOSE_SOURCE=go" in out.stderr
+    cache = tmp_path / "cache" / "docker"
+    assert sorted(p.name for p in cache.iterdir()) == ["compose-build.lock"]  # no plugin, no apt folder left
+    assert out.stdout == "" and not (tmp_path / "config").exists() and not (tmp_path / "state").exists()
