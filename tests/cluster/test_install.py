@@ -1,6 +1,6 @@
 """pulsarlab as a user gets it: a wheel installed into a fresh venv, run by path, not activated.
 
-Slow (a wheel, a venv, its dependencies from pip's cache), so one venv serves every test here. The
+Slow (a wheel, a venv, its dependencies from uv's cache), so one venv serves every test here. The
 commands run from a temp folder with a PATH that holds neither the venv's bin nor a ``python3`` that
 has the project's dependencies, so nothing of the checkout or of the test's interpreter can help.
 """
@@ -23,7 +23,7 @@ from pulsarlab.verify import VERDICT_FILE
 from tests.cluster.handmade import handmade_history
 
 REPO = Path(__file__).resolve().parents[2]
-INSTALL_TIMEOUT = 900  # s; dependencies come from pip's cache, PyPI only when it misses
+INSTALL_TIMEOUT = 900  # s; dependencies come from uv's cache, PyPI only when it misses
 VERIFY_TIMEOUT = 300
 
 
@@ -82,9 +82,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     (wheel,) = (root / "dist").glob("pulsarlab-*.whl")
     venv = root / "venv"
     _step("venv", [sys.executable, "-m", "venv", str(venv)])
-    # --no-compile: Python compiles what it imports on first use; compiling every module of every
-    # dependency (pyspark, pyarrow...) up front only costs the install time
-    _step("install", [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile", str(wheel)])
+    # uv, as .ci/run installs (its cache holds the dependencies by then; pip's is empty on a fresh
+    # machine, and pyspark comes as a source archive it would build again); like pip --no-compile,
+    # Python compiles what it imports on first use
+    _step("install", [sys.executable, "-m", "uv", "pip", "install", "-q", "--python", str(venv / "bin" / "python"), str(wheel)])
     cwd = root / "cwd"
     cwd.mkdir()
     yield Installed(venv, user_env(venv), cwd)
