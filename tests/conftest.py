@@ -21,19 +21,21 @@ from tests.topology_files import builtin_at
 TIERS = ("unit", "cluster", "docs", "scenarios")
 # Cluster-tier modules that share one deployment (the pool's cluster, an engine-side deployment or
 # image, module fixtures) and so must run on one worker; a module not named here is a group of its own.
-# (the docs tier's test_docs reads the pool's smoke: it runs in the smoke group)
+# (the docs tier's test_docs reads the pool's smoke: it runs in the smoke group; the scenarios run
+# --on the pool's sync, so they follow the sync group's modules on its worker instead of starting
+# a sync of their own on another)
 GROUPS = {
     "smoke": ("test_smoke", "test_env", "test_rerun", "test_smoke_lifecycle", "test_workload", "test_docs"),
-    "sync": ("test_sync", "test_chaos"),
+    "sync": ("test_sync", "test_chaos", "test_builtin_scenarios"),
     "geo": ("test_geo", "test_monitoring"),
     "docker": ("test_docker_runtime", "test_docker_sync", "test_docker_image"),
 }
 GROUP_OF_MODULE = {m: g for g, modules in GROUPS.items() for m in modules}
 # Rough seconds per group (a clean CI run's --durations, setup included): only the order in which
 # the groups are handed out depends on it (longest first, so the last one to start is short). A
-# group missing here counts as a minute; ungrouped tests (unit, single scenarios) come last.
+# group missing here counts as a minute; ungrouped tests (the unit tier) come last.
 EXPECTED_S = {
-    "test_ansible": 1000, "sync": 300, "test_compose_files": 300, "geo": 240, "smoke": 200, "docker": 200,
+    "test_ansible": 1000, "sync": 600, "test_compose_files": 300, "geo": 240, "smoke": 200, "docker": 200,
     "test_active_active": 150, "test_secure": 150, "test_secure_geo": 120, "test_pytest_plugin": 120,
     "test_upgrade": 190, "test_install": 90, "test_secure_own": 80, "test_terminal": 60, "test_spark_cluster": 150,
     "test_dropin": 60,
@@ -86,7 +88,7 @@ def tier_of(item: pytest.Item) -> str:
 def group_of(nodeid: str) -> str | None:
     """The group a test runs in: its module's group in the cluster tier, else none (a test of its own)."""
     path = nodeid.split("::")[0]
-    if tier_of_path(path) not in ("cluster", "docs"):  # the docs tier reads the pool's smoke
+    if tier_of_path(path) not in ("cluster", "docs", "scenarios"):  # docs and scenarios read the pool's clusters
         return None
     module = Path(path).stem
     return GROUP_OF_MODULE.get(module, module)
@@ -122,12 +124,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         elif tier_of(item) == "scenarios":
             item.add_marker(pytest.mark.scenario)
 
-    # longest groups first; then single scenarios, then the unit tier; order kept within each
+    # longest groups first, then the unit tier; order kept within each
     def key(item: pytest.Item) -> tuple[int, float]:
         group = group_of(item.nodeid)
-        if group is not None:
-            return 0, -EXPECTED_S.get(group, 60)
-        return (1 if tier_of(item) == "scenarios" else 2), 0
+        return (0, -EXPECTED_S.get(group, 60)) if group is not None else (1, 0)
 
     items.sort(key=key)
 
