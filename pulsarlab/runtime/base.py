@@ -356,19 +356,38 @@ class NodeRuntime(RecordedDeployment):
     def wait_writable_bookies(self, cluster: str) -> None:
         """Every running bookie of the cluster is registered writable (and at least the ensemble's
         number): a ledger created before some are would be placed without them; with region-aware
-        placement, a region whose bookies register late would get no copy of it."""
+        placement, a region whose bookies register late would get no copy of it.
+
+        Which bookies run is read again at every poll, and any running bookie that answers gives
+        the cluster's registrations: a bookie that stops meanwhile (its metadata session outlasted
+        by a restart of the only ZooKeeper node, its JVM writing a class archive on its way out)
+        neither stalls the wait nor is waited for."""
         need = self.topo.cluster(cluster).persistence.ensemble
-        bookies = [b for b in self.topo.nodes_of(Role.BOOKIE, cluster) if self.alive(b.name)]
-        ids = {bookie_id(self.topo, b) for b in bookies}
-        probe_node = bookies[0]
-        addr = self.topo.address_of(probe_node)
-        url = f"http://{addr}:{probe_node.port('http')}/api/v1/bookie/list_bookies?type=rw&print_hostnames=false"
-        want = max(need, len(ids))
+        bookies = self.topo.nodes_of(Role.BOOKIE, cluster)
+        running = [b for b in bookies if self.alive(b.name)]
+        want = max(need, len(running))
+
+        def url(b: Node) -> str:
+            return (f"http://{self.topo.address_of(b)}:{b.port('http')}/api/v1/bookie/list_bookies"
+                    "?type=rw&print_hostnames=false")
+
+        def registered() -> tuple[bool, str]:
+            now = [b for b in bookies if self.alive(b.name)]
+            ids = {bookie_id(self.topo, b) for b in now}
+            said = "no bookie of the cluster is running"
+            for b in now:
+                ok, said = HttpOk(url(b), accept=lambda r: len(r.json()) >= need and ids <= set(r.json()))()
+                if ok or not said.startswith(("ConnectionError", "ConnectTimeout", "ReadTimeout")):
+                    return ok, f"{b.name}: {said}"
+            return False, said
+
         with self.say.step(f"writable-{cluster}", f"cluster {cluster}: {want} writable bookies", "waiting", "registered"):
             wait_for(
-                cluster, HttpOk(url, accept=lambda r: len(r.json()) >= need and ids <= set(r.json())),
-                what=f"every running bookie of cluster {cluster} ({', '.join(sorted(ids))}) registered writable, "
-                     f"at least {need}", timeout=timeout("bookie"), log_file=self.log_file(probe_node.name),
+                cluster, registered,
+                what=f"every running bookie of cluster {cluster} "
+                     f"({', '.join(sorted(bookie_id(self.topo, b) for b in running))}) registered writable, "
+                     f"at least {need}", timeout=timeout("bookie"),
+                log_file=self.log_file(running[0].name) if running else None,
             )
 
     def up(
