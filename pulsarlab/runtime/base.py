@@ -24,6 +24,7 @@ import psutil
 import yaml
 
 from pulsarlab.admin.commands import rack_document
+from pulsarlab.admin.placement import bookie_get
 from pulsarlab.admin.racks import write_rack_maps
 from pulsarlab.classdata import RECORD_FLAGS
 from pulsarlab.deployment import NodeControl, UpResult
@@ -33,7 +34,7 @@ from pulsarlab.render import NodeDirs, node_dirs
 from pulsarlab.runtime import cgroup
 from pulsarlab.runtime.endpoints import RecordedDeployment
 from pulsarlab.runtime.state import ClusterState
-from pulsarlab.runtime.waits import HttpOk, RegistrationGone, log_tail, wait_for
+from pulsarlab.runtime.waits import RegistrationGone, log_tail, wait_for
 from pulsarlab.timeouts import timeout
 from pulsarlab.topology import Node, Role, bookie_id, broker_id
 from pulsarlab.topology.settings import without_settings
@@ -367,19 +368,16 @@ class NodeRuntime(RecordedDeployment):
         running = [b for b in bookies if self.alive(b.name)]
         want = max(need, len(running))
 
-        def url(b: Node) -> str:
-            return (f"http://{self.topo.address_of(b)}:{b.port('http')}/api/v1/bookie/list_bookies"
-                    "?type=rw&print_hostnames=false")
-
         def registered() -> tuple[bool, str]:
-            now = [b for b in bookies if self.alive(b.name)]
-            ids = {bookie_id(self.topo, b) for b in now}
-            said = "no bookie of the cluster is running"
-            for b in now:
-                ok, said = HttpOk(url(b), accept=lambda r: len(r.json()) >= need and ids <= set(r.json()))()
-                if ok or not said.startswith(("ConnectionError", "ConnectTimeout", "ReadTimeout")):
-                    return ok, f"{b.name}: {said}"
-            return False, said
+            ids = {bookie_id(self.topo, b) for b in bookies if self.alive(b.name)}
+            got = bookie_get(self, cluster, "/api/v1/bookie/list_bookies?type=rw&print_hostnames=false")
+            if got is None:
+                return False, "no running bookie of the cluster answers"
+            name, listed = got
+            listed = set(listed or ())
+            if len(listed) >= need and ids <= listed:
+                return True, "ok"
+            return False, f"{name} lists {', '.join(sorted(listed)) or 'none'}; running: {', '.join(sorted(ids))}"
 
         with self.say.step(f"writable-{cluster}", f"cluster {cluster}: {want} writable bookies", "waiting", "registered"):
             wait_for(
