@@ -221,8 +221,7 @@ class NodeRuntime(RecordedDeployment):
         zks = [z for z in self.topo.nodes_of(Role.ZOOKEEPER) if self.alive(z.name)]
         if reg is None or not zks:
             return
-        zk = zks[0]
-        probe = RegistrationGone(self.topo.address_of(zk), zk.port("client"), reg)
+        probe = RegistrationGone(tuple((self.topo.address_of(z), z.port("client")) for z in zks), reg)
         if not probe()[0]:
             self.say(f"{node.name}: waiting for its previous session to expire")
         wait_for(node.name, probe, what=probe.description, timeout=timeout("session"), interval=1.0)

@@ -76,10 +76,11 @@ def zk_ephemerals(address: str, port: int) -> list[str]:
 
 @dataclass
 class RegistrationGone:
-    """No ephemeral znode of a previous incarnation (a killed process's session) is left."""
+    """No ephemeral znode of a previous incarnation (a killed process's session) is left, as the
+    first of ``servers`` (ZooKeeper's ``(address, client port)``) that answers says: one that is
+    restarting or gone does not hold the wait up while another can tell."""
 
-    address: str
-    port: int
+    servers: tuple[tuple[str, int], ...]
     suffix: str
 
     @property
@@ -87,11 +88,15 @@ class RegistrationGone:
         return f"the previous registration */{self.suffix} to expire in ZooKeeper"
 
     def __call__(self) -> tuple[bool, str]:
-        try:
-            left = [p for p in zk_ephemerals(self.address, self.port) if p.endswith("/" + self.suffix)]
-        except OSError as exc:
-            return False, str(exc)
-        return not left, f"still registered: {', '.join(left)}"
+        said = "no ZooKeeper server to ask"
+        for address, port in self.servers:
+            try:
+                left = [p for p in zk_ephemerals(address, port) if p.endswith("/" + self.suffix)]
+            except OSError as exc:
+                said = f"{address}:{port}: {exc}"
+                continue
+            return not left, f"still registered: {', '.join(left)}"
+        return False, said
 
 
 @dataclass

@@ -1,7 +1,8 @@
-"""The wait for a cluster's bookies to be registered writable, against bookie admin endpoints
-served on loopback: a bookie that stops while it is waited for (its metadata session outlasted by
-a restart of the only ZooKeeper node, its JVM writing a class archive on its way out) neither
-stalls the wait nor is waited for."""
+"""Waits that ask one of several nodes ask whichever answers, against endpoints served on loopback:
+the wait for a cluster's bookies to be registered writable (a bookie that stops while it is waited
+for, its metadata session outlasted by a restart of the only ZooKeeper node and its JVM writing a
+class archive on its way out, neither stalls the wait nor is waited for) and the wait for a killed
+node's registration to expire (a ZooKeeper server that is restarting does not hold it up)."""
 
 from __future__ import annotations
 
@@ -102,3 +103,34 @@ def test_a_bookie_that_stops_while_waited_for_is_no_longer_waited_for(tmp_path: 
         t0 = time.monotonic()
         cluster.wait_writable_bookies("c")
         assert polls >= 5 and time.monotonic() - t0 < 10
+
+
+def test_a_previous_registration_is_asked_of_any_zookeeper_server_that_answers() -> None:
+    """A killed node's registration is waited out through whichever ZooKeeper server answers
+    (four-letter ``dump``, served on loopback): one restarting does not hold the wait up."""
+    import socketserver
+    import threading
+
+    from pulsarlab.runtime.waits import RegistrationGone
+
+    ephemerals = ["/ledgers/available/127.0.0.1:3181"]
+
+    class Dump(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            self.request.recv(4)
+            body = "SessionTracker dump:\nephemeral nodes dump:\nSessions with Ephemerals (1):\n0x1:\n"
+            self.request.sendall((body + "".join(f"\t{p}\n" for p in ephemerals)).encode())
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Dump)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        probe = RegistrationGone((("127.0.0.1", _closed_port()), ("127.0.0.1", server.server_address[1])),
+                                 "127.0.0.1:3181")
+        held, said = probe()
+        assert not held and "still registered: /ledgers/available/127.0.0.1:3181" in said
+        ephemerals.clear()  # its session expired
+        assert probe()[0]
+        assert not RegistrationGone((("127.0.0.1", _closed_port()),), "127.0.0.1:3181")()[0]  # nobody answers: not gone
+    finally:
+        server.shutdown()
+        server.server_close()
