@@ -22,6 +22,7 @@ from pulsarlab.errors import StateError
 from pulsarlab.topology import Role, bookie_id, topic_cluster
 
 DEFAULT_TIMEOUT_S = 120.0
+GONE_AFTER_S = 10.0  # a 404 while a topic loads again is brief; one that lasts means it was deleted
 
 
 def down_bookies(cluster: Endpoints) -> set[str]:
@@ -50,12 +51,23 @@ def wait_replicated(cluster: Endpoints, topic: str, timeout: float = DEFAULT_TIM
     """The topic's placement once every ledger is fully replicated again; raises StateError naming
     what is still missing when ``timeout`` passes."""
     deadline = time.monotonic() + timeout
+    missing_since: float | None = None
     while True:
         try:
             report = placement.inspect(cluster, topic)
         except AdminError as exc:  # the topic is being loaded again (after an unload, a broker loss)
             left = [f"placement not readable: {exc}"]
+            if exc.status != 404:
+                missing_since = None
+            elif missing_since is None:
+                missing_since = time.monotonic()
+            elif time.monotonic() - missing_since >= GONE_AFTER_S:
+                raise StateError(f"{topic} does not exist any more (HTTP 404 for {GONE_AFTER_S:.0f}s), so its ledgers "
+                                 "cannot be re-replicated: a topic without a durable subscription is deleted, ledgers "
+                                 "and all, by its broker once idle (brokerDeleteInactiveTopicsEnabled, every "
+                                 "brokerDeleteInactiveTopicsFrequencySeconds); subscribe before producing") from exc
         else:
+            missing_since = None
             left = gaps(report, down_bookies(cluster))
             if not left:
                 return report

@@ -64,10 +64,14 @@ def addr(cluster: LocalCluster, name: str) -> str:
 
 
 def produce(cluster: LocalCluster, topic: str, n: int) -> list[bytes]:
-    """``n`` messages acknowledged on ``topic`` (sent synchronously)."""
+    """``n`` messages acknowledged on ``topic`` (sent synchronously), kept by a durable subscription:
+    a topic with none is deleted, ledgers and all, by its broker's inactive-topic sweep once it has
+    been idle a minute (Pulsar's default), and a test that waits out a bookie's metadata session
+    on a loaded machine can take longer than that."""
     payloads = [f"{i}-{uuid.uuid4().hex}".encode() for i in range(n)]
     c = client(cluster.service_url("mycluster"))
     try:
+        c.subscribe(topic, "kept").close()
         p = c.create_producer(topic, batching_enabled=False)
         for m in payloads:
             p.send(m)

@@ -205,6 +205,28 @@ def test_a_copy_on_a_bookie_known_down_is_a_gap_even_while_still_registered() ->
     assert gaps(report) == [f"{TOPIC} ledger 7: no copy in eu"]
 
 
+def test_waiting_for_re_replication_names_a_topic_that_stays_deleted(sync, monkeypatch) -> None:
+    """A topic the broker deleted (no durable subscription, idle) answers 404 for good: the wait says
+    so soon instead of waiting out its timeout on 'placement not readable'; a brief 404 while the
+    topic loads again is waited through."""
+    from pulsarlab.admin.client import AdminError
+    from pulsarlab.admin.placement import PlacementReport
+    from pulsarlab.chaos import recovery
+
+    def gone(cluster, topic):
+        raise AdminError("GET", "http://127.0.1.4:8080/admin/v2/x/internalStats", 404, "Topic not found")
+
+    monkeypatch.setattr(recovery, "GONE_AFTER_S", 0.05)
+    monkeypatch.setattr(recovery.placement, "inspect", gone)
+    with pytest.raises(StateError, match="does not exist any more .* subscribe before producing"):
+        recovery.wait_replicated(sync, TOPIC, timeout=30, interval=0.01)
+
+    answers = iter([gone, gone, lambda cluster, topic: PlacementReport([], {})])
+    monkeypatch.setattr(recovery.placement, "inspect", lambda cluster, topic: next(answers)(cluster, topic))
+    monkeypatch.setattr(recovery, "GONE_AFTER_S", 30.0)
+    assert recovery.wait_replicated(sync, TOPIC, timeout=30, interval=0.01) == PlacementReport([], {})
+
+
 def test_down_stands_for_the_nodes_of_a_role_not_running_now(sync, monkeypatch) -> None:
     monkeypatch.setattr(sync, "alive", lambda name: name != "bk2-us")
     assert targets.resolve_all(sync, ["down:bookie"]) == ["bk2-us"]
