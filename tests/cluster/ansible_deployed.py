@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from pulsarlab import timeouts
 from pulsarlab.chaos import targets
 from pulsarlab.deployment import Endpoints
 from pulsarlab.errors import PulsarlabError
@@ -101,6 +102,21 @@ def node_log_tail(deployed: Deployed, node: str, lines: int = 40) -> str:
         cmd = ["sh", "-c", f"tail -n {lines} /var/lib/pulsarlab/nodes/{node}/logs/*"]
     proc = docker(host.docker_host, "exec", host.name(node), *cmd)
     return proc.stdout + proc.stderr
+
+
+def every_node_serving(state: Path | str, env: dict[str, str], timeout: float = 90) -> dict:
+    """``pulsarlab status --json`` once every node is alive and ready, waited for: a broker resumed
+    from a pause or cut from ZooKeeper longer than its metadata session comes back through a new
+    session, which on a loaded machine takes seconds after the heal that ended the fault."""
+    def serving() -> dict:
+        proc = subprocess.run([sys.executable, "-m", "pulsarlab.cli", "status", "--json", "--state-dir", str(state)],
+                              capture_output=True, text=True, timeout=120, env=env)
+        status = json.loads(proc.stdout)
+        down = [n["name"] for n in status["nodes"] if not (n["alive"] and n["ready"])]
+        assert not down and proc.returncode == 0, (down, proc.returncode, proc.stderr[-2000:])
+        return status
+
+    return eventually(serving, timeout=timeout * timeouts.scale(), interval=2, what="every node alive and ready")
 
 
 def cli(*args: str, **kw) -> subprocess.Popen:

@@ -33,6 +33,7 @@ from pulsarlab.topology import BUILTIN_DIR, Role, load
 from tests.cluster.ansible_deployed import (
     Deployed,
     Recorded,
+    every_node_serving,
     finish_workload,
     installed,
     node_log_tail,
@@ -286,9 +287,11 @@ def test_a_scenario_and_node_commands_act_on_the_hosts(configured: Deployed, tmp
     assert "removed 4 DROP rule(s)" in healed.stdout and "resumed pulsar2-us" in healed.stdout, healed.stdout
     assert rules_on_hosts(configured) == {}
     assert not docker(configured.hosts.docker_host, *stat).stdout.strip().startswith("T")
-    status = json.loads(pulsarlab_cli(configured, "status", "--json", "--state-dir", state).stdout)
-    down = [n for n in status["nodes"] if not (n["alive"] and n["ready"])]
-    assert not down, [(n, node_log_tail(configured, n["name"])) for n in down]
+    try:
+        every_node_serving(state, {**os.environ, "DOCKER_HOST": configured.hosts.docker_host})
+    except AssertionError as exc:
+        pytest.fail(f"{exc}\n" + "\n".join(f"--- {n.name} ---\n{node_log_tail(configured, n.name)}"
+                                             for n in configured.small.nodes))
 
 
 @pytest.fixture(scope="module")

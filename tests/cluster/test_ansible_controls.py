@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from pulsarlab.topology import BUILTIN_DIR
+from tests.cluster.ansible_deployed import every_node_serving
 from tests.cluster.ansible_hosts import LabHosts, docker
 
 pytestmark = pytest.mark.cluster
@@ -79,7 +80,4 @@ def test_both_controls_detect_their_failure_on_the_hosts(lab: tuple[LabHosts, Pa
     for node in hosts.topo.nodes:
         rules = docker(hosts.docker_host, "exec", hosts.name(node.name), "iptables", "-S").stdout
         assert "pulsarlab:" not in rules, (node.name, rules)
-    status = subprocess.run([sys.executable, "-m", "pulsarlab.cli", "status", "--json", "--state-dir", str(state)],
-                            capture_output=True, text=True, timeout=120, env=env)
-    down = [n["name"] for n in json.loads(status.stdout)["nodes"] if not (n["alive"] and n["ready"])]
-    assert not down, status.stdout
+    every_node_serving(state, env)
