@@ -41,6 +41,7 @@ from tests.cluster.ansible_deployed import (
 )
 from tests.cluster.ansible_hosts import LabHosts, Play, docker
 from tests.cluster.test_sync import _drain, _produce, assert_placed_in_both_regions
+from tests.scenario_files import scaled_builtin
 
 pytestmark = pytest.mark.cluster
 # eu's second broker is left out: every playbook still meets each role in each region, and the lab
@@ -234,15 +235,15 @@ def test_a_scenario_and_node_commands_act_on_the_hosts(configured: Deployed, tmp
     down (the unit's Restart=on-failure does not bring it back) until 'node start'; a rule and a
     paused JVM that runs ended without undoing are undone by 'chaos heal'."""
     state = str(configured.state_dir)
-    region_loss = tmp_path / "sync-region-loss.yaml"  # the built-in's kill names the broker left out
     scenario = yaml.safe_load((SCENARIOS_DIR / "sync-region-loss.yaml").read_text())
     [step] = scenario["schedule"]
     eu = [n.name for n in configured.small.nodes if n.region == "eu" and n.role != Role.ZOOKEEPER]
     assert set(step["fault"].split()[1:]) - set(eu) == {"pulsar2-eu"}, step
     step["fault"] = f"kill {' '.join(eu)}"
-    region_loss.write_text(yaml.safe_dump(scenario))
+    region_loss = scaled_builtin("sync-region-loss", tmp_path, scenario)  # the built-in's kill names the broker left out
     scenarios = ("kill-ensemble-bookie", "sync-region-loss", "sync-partition")
-    run = pulsarlab_cli(configured, "scenario", "run", "kill-ensemble-bookie", str(region_loss), "sync-partition",
+    run = pulsarlab_cli(configured, "scenario", "run", str(scaled_builtin("kill-ensemble-bookie", tmp_path)), str(region_loss),
+                        str(scaled_builtin("sync-partition", tmp_path)),
                         "--on", state, "--json", "--out", str(tmp_path / "runs"), timeout=900)
     verdicts = {v["scenario"]: v for v in json.loads(run.stdout)["runs"]}
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]

@@ -29,6 +29,7 @@ from pulsarlab.runtime.external import ExternalCluster
 from pulsarlab.topology import BUILTIN_DIR, BUILTINS, Role, load
 from tests.cluster.test_sync import _produce, assert_placed_in_both_regions
 from tests.eventually import EventuallyTimeout, eventually
+from tests.scenario_files import scaled_builtin
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
@@ -165,7 +166,8 @@ def test_a_scenario_runs_on_the_attached_project_and_leaves_it_running(compose_s
                                                                        attached: Path, tmp_path: Path) -> None:
     """sync-bookie-loss on the Compose project (``--on``): no acknowledged message lost, the killed
     bookie's container started again by the scenario, and every node running afterwards."""
-    r = CliRunner().invoke(app, ["scenario", "run", "sync-bookie-loss", "--on", str(attached), "--json",
+    spec = scaled_builtin("sync-bookie-loss", tmp_path / "spec")
+    r = CliRunner().invoke(app, ["scenario", "run", str(spec), "--on", str(attached), "--json",
                                  "--out", str(tmp_path / "runs")])
     v = json.loads(r.stdout)
     assert r.exit_code == 0, json.dumps(v, indent=2)

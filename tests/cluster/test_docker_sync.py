@@ -17,6 +17,7 @@ from pulsarlab.cli import app
 from pulsarlab.runtime.docker.cluster import DockerCluster
 from tests.cluster.conftest import docker_deployment
 from tests.cluster.test_sync import _produce, assert_placed_in_both_regions
+from tests.scenario_files import scaled_builtin
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,8 @@ def test_scenarios_on_the_containers_lose_nothing_and_leave_them_running(docker_
     in us; each recorded workload judged with RPO 0 and a measured recovery, every container started
     again afterwards, and every ledger of the bookie loss's topic still with a copy in each region."""
     names = ("kill-ensemble-bookie", "sync-region-loss")
-    r = CliRunner().invoke(app, ["scenario", "run", *names, "--on", str(docker_sync.state_dir),
+    specs = [str(scaled_builtin(name, tmp_path / "spec")) for name in names]
+    r = CliRunner().invoke(app, ["scenario", "run", *specs, "--on", str(docker_sync.state_dir),
                                  "--json", "--out", str(tmp_path / "runs")])
     runs = {v["scenario"]: v for v in json.loads(r.stdout)["runs"]}
     assert r.exit_code == 0, json.dumps(runs, indent=2)

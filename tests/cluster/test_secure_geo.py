@@ -20,6 +20,7 @@ from pulsarlab.runtime.local import LocalCluster
 from pulsarlab.security.files import files_of
 from pulsarlab.topology import Role
 from pulsarlab.workload.run import WorkloadConfig
+from tests.scenario_files import scaled_builtin
 
 EU, US = "cluster-eu", "cluster-us"
 
@@ -73,7 +74,8 @@ def test_clients_fail_over_over_tls_with_their_token_and_come_back(secure_geo: L
     """geo-client-failover on the secure pair: the Java client's AutoClusterFailover moves producer
     and consumer from cluster-eu to cluster-us (pulsar+ssl URLs, the CA checked with hostnames, the
     token kept) when eu is killed, and back once eu has served again; nothing acknowledged lost."""
-    result = CliRunner().invoke(app, ["scenario", "run", "geo-client-failover", "--on", str(secure_geo.state_dir), "--json",
+    spec = scaled_builtin("geo-client-failover", tmp_path / "spec")
+    result = CliRunner().invoke(app, ["scenario", "run", str(spec), "--on", str(secure_geo.state_dir), "--json",
                                       "--out", str(tmp_path)])
     v = json.loads(result.stdout)
     assert result.exit_code == 0 and v["status"] == "pass", json.dumps({k: v.get(k) for k in ("reasons", "expectations")})

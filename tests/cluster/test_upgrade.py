@@ -23,7 +23,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from pulsarlab import ops, timeouts
+from pulsarlab import ops
 from pulsarlab.admin.client import admin_of
 from pulsarlab.cli import app
 from pulsarlab.deployment import NodeControl
@@ -32,6 +32,7 @@ from pulsarlab.scenarios.model import BUILTIN_DIR
 from pulsarlab.upgrade.fault import FELL_SAID
 from pulsarlab.upgrade.run import Moved
 from tests.interrupt import default_sigint
+from tests.scenario_files import scaled_builtin
 from tests.topology_files import builtin_at
 
 pytestmark = pytest.mark.cluster
@@ -69,12 +70,8 @@ def scenario(name: str, cluster: NodeControl, out: Path) -> dict:
     pair of clusters, so that bound gets twice more. What the product answers for, the stall going on
     after the node is ready again (1.2 s in that run), keeps the plain scaled bound."""
     data = yaml.safe_load((BUILTIN_DIR / f"{name}.yaml").read_text())
-    expect = data["expect"]
-    expect["stall_max_s"] *= 2 * timeouts.scale()
-    expect["resume_max_s"] *= timeouts.scale()
-    spec = out / f"{name}.yaml"
-    out.mkdir(parents=True, exist_ok=True)
-    spec.write_text(yaml.safe_dump(data))
+    data["expect"]["stall_max_s"] *= 2  # and then, as every bound, by the scale
+    spec = scaled_builtin(name, out, data)
     result = runner.invoke(app, ["scenario", "run", str(spec), "--on", str(cluster.state_dir), "--json", "--out", str(out)])
     assert result.stdout.strip().startswith("{"), result.output
     verdict = json.loads(result.stdout)
