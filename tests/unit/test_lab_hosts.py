@@ -67,6 +67,7 @@ def test_hosts_are_reached_over_ssh_with_the_labs_key_and_known_hosts(tmp_path) 
     lab = Lab(str(tmp_path), "unix:///x.sock", "pulsarlab-lab-x", "10.231.3.0/24")
     conn = connection(lab)
     assert (conn["ansible_connection"], conn["ansible_user"]) == ("ssh", "root")
+    assert conn["ansible_python_interpreter"] == "/usr/bin/python3"  # the images' python3: no discovery per run
     assert conn["ansible_ssh_private_key_file"] == str(tmp_path / "ssh" / "id_ed25519")
     assert f"UserKnownHostsFile={tmp_path / 'ssh' / 'known_hosts'}" in conn["ansible_ssh_common_args"]
     assert lab.gateway == "10.231.3.1"
