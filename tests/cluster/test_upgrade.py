@@ -23,7 +23,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from pulsarlab import ops
+from pulsarlab import ops, timeouts
 from pulsarlab.admin.client import admin_of
 from pulsarlab.cli import app
 from pulsarlab.deployment import NodeControl
@@ -116,8 +116,11 @@ def test_rolling_upgrade_scenario_moves_each_node_in_order_and_loses_nothing(clu
     assert ops.status(cluster.state_dir)["pulsar_version"] == NEW
     after = pids(cluster)
     assert all(after[n] != before[n] for n in before), (before, after)
-    # producing ended shortly after the upgrade returned, not at the scenario's 900 s bound
-    assert v["seconds"] < 400, v["seconds"]
+    # producing ended shortly after the upgrade returned, not at the scenario's 900 s bound: measured
+    # from the upgrade's own end (under a load average of 58 the upgrade alone took 578 s), with the
+    # run's drain, read-back and verdict after it
+    upgrade_end_s = upgrade["offset_s"] + (upgrade["ended_ts"] - upgrade["ts"]) / 1e9
+    assert v["seconds"] < upgrade_end_s + 120 * timeouts.scale(), (v["seconds"], upgrade_end_s)
 
 
 def test_a_second_upgrade_restarts_nothing(cluster: NodeControl) -> None:
