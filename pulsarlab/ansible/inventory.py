@@ -11,7 +11,7 @@ from pathlib import Path, PurePosixPath
 
 import yaml
 
-from pulsarlab import distribution
+from pulsarlab import distribution, timeouts
 from pulsarlab.admin.commands import metadata_init_script, rack_document
 from pulsarlab.errors import TopologyError
 from pulsarlab.render import node_dirs, render_node
@@ -72,7 +72,9 @@ def inventory(topo: Topology) -> dict[str, object]:
 def group_vars(topo: Topology, version: str, artifact: Path | None = None) -> dict[str, object]:
     """What every play shares: the distribution (``pulsar_artifact``: the tarball on the controller,
     from the local Maven repository pulsarlab downloads into, for sites without internet), each
-    cluster's metadata initialisation (skipped when done) and rack map (what Pulsar stores)."""
+    cluster's metadata initialisation (skipped when done) and rack map (what Pulsar stores), and
+    the factor every wait of the playbooks is multiplied by (PULSARLAB_TIMEOUT_SCALE where the
+    inventory was rendered, as pulsarlab's own waits are: a slow site sets it once)."""
     return {
         "pulsar_version": version,
         "pulsar_artifact": str(artifact or distribution.maven_tarball(version)),
@@ -84,6 +86,7 @@ def group_vars(topo: Topology, version: str, artifact: Path | None = None) -> di
         "pulsar_metadata_init": {c.name: metadata_init_script(topo, c.name) for c in topo.clusters},
         "pulsar_racks": [{"path": f"{c.metadata_root}/bookies", "doc": rack_document(topo, c.name)}
                          for c in topo.clusters if rack_document(topo, c.name)],
+        "pulsar_timeout_scale": timeouts.scale(),
     }
 
 

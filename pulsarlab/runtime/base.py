@@ -367,16 +367,22 @@ class NodeRuntime(RecordedDeployment):
         running = [b for b in bookies if self.alive(b.name)]
         want = max(need, len(running))
 
+        missing = list(running)  # the log shown if the wait fails: a running bookie not listed
+
         def registered() -> tuple[bool, str]:
-            ids = {bookie_id(self.topo, b) for b in bookies if self.alive(b.name)}
+            alive = [b for b in bookies if self.alive(b.name)]
             got = bookie_get(self, cluster, "/api/v1/bookie/list_bookies?type=rw&print_hostnames=false")
             if got is None:
+                missing[:] = alive
                 return False, "no running bookie of the cluster answers"
             name, listed = got
             listed = set(listed or ())
-            if len(listed) >= need and ids <= listed:
+            missing[:] = [b for b in alive if bookie_id(self.topo, b) not in listed]
+            if len(listed) >= need and not missing:
                 return True, "ok"
-            return False, f"{name} lists {', '.join(sorted(listed)) or 'none'}; running: {', '.join(sorted(ids))}"
+            return False, (f"{name} lists {', '.join(sorted(listed)) or 'none'}; "
+                           f"running: {', '.join(sorted(bookie_id(self.topo, b) for b in alive))}"
+                           + (f"; the log below is {missing[0].name}'s" if missing else ""))
 
         with self.say.step(f"writable-{cluster}", f"cluster {cluster}: {want} writable bookies", "waiting", "registered"):
             wait_for(
@@ -384,7 +390,7 @@ class NodeRuntime(RecordedDeployment):
                 what=f"every running bookie of cluster {cluster} "
                      f"({', '.join(sorted(bookie_id(self.topo, b) for b in running))}) registered writable, "
                      f"at least {need}", timeout=timeout("bookie"),
-                log_file=self.log_file(running[0].name) if running else None,
+                log_file=lambda: self.log_file(missing[0].name) if missing else None,
             )
 
     def up(

@@ -134,10 +134,15 @@ def wait_for(
     what: str,
     timeout: float,
     interval: float = 0.5,
-    log_file: Path | None = None,
+    log_file: Path | Callable[[], Path | None] | None = None,
     alive: Callable[[], bool] | None = None,
 ) -> float:
-    """Poll ``probe`` until it holds; return the seconds it took. Fails fast if ``alive`` turns false."""
+    """Poll ``probe`` until it holds; return the seconds it took. Fails fast if ``alive`` turns false.
+    ``log_file`` (or a function giving it when the wait fails: the log of what the probe last found
+    missing) is the log whose tail the error shows."""
+    def tail() -> str:
+        return log_tail(log_file() if callable(log_file) else log_file)
+
     start = time.monotonic()
     detail = ""
     while True:
@@ -145,7 +150,7 @@ def wait_for(
         if ok:
             return time.monotonic() - start
         if alive is not None and not alive():
-            raise NodeStartError(node, what, time.monotonic() - start, log_tail(log_file), "the process exited")
+            raise NodeStartError(node, what, time.monotonic() - start, tail(), "the process exited")
         if time.monotonic() - start > timeout:
-            raise NodeStartError(node, what, timeout, log_tail(log_file), f"last seen: {detail}")
+            raise NodeStartError(node, what, timeout, tail(), f"last seen: {detail}")
         time.sleep(interval)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jinja2
 import yaml
 from typer.testing import CliRunner
 
@@ -132,3 +133,36 @@ def test_own_hosts_render_with_their_addresses(tmp_path: Path) -> None:
     assert "advertisedAddress=10.0.1.11" in (out / "host_files" / "bk1-eu" / "conf" / "bookkeeper.conf").read_text()
     local = runner.invoke(app, ["render", "--topology", str(hosts), "--out", str(tmp_path / "local")])
     assert local.exit_code != 0 and "not a loopback address" in local.output  # this machine's runtimes refuse them
+
+
+def test_every_wait_of_the_playbooks_gets_the_factor_the_inventory_was_rendered_with(
+        tmp_path: Path, monkeypatch) -> None:
+    """A slow site sets PULSARLAB_TIMEOUT_SCALE once: the rendered group vars carry it, and every
+    playbook variable that bounds a wait is that many times its bound (and its bound without it)."""
+    monkeypatch.setenv("PULSARLAB_TIMEOUT_SCALE", "3")
+    group = yaml.safe_load((render_ansible(tmp_path) / "group_vars" / "all.yml").read_text())
+    assert group["pulsar_timeout_scale"] == 3
+    playbooks = Path(__file__).resolve().parents[2] / "playbooks"
+    order = yaml.safe_load((playbooks / "roles/pulsar_node/files/upgrade_order.yml").read_text())
+    scaled: dict[str, str] = {}
+
+    def collect(node: object) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if isinstance(value, str) and "pulsar_timeout_scale" in value:
+                    scaled[key] = value
+                collect(value)
+        elif isinstance(node, list):
+            for item in node:
+                collect(item)
+
+    for path in playbooks.rglob("*.yml"):
+        collect(yaml.safe_load(path.read_text()))
+    assert {"pulsar_node_ready_timeout", "pulsar_node_underreplicated_timeout", "pulsar_replace_timeout",
+            "pulsar_failover_lookup_timeout", "pulsarlab_attach_timeout"} <= set(scaled)
+    env = jinja2.Environment()
+    for key, expr in scaled.items():
+        values = [int(env.from_string(expr).render(pulsar_timeout_scale=s, pulsar_upgrade=order["pulsar_upgrade"]))
+                  for s in (1, group["pulsar_timeout_scale"])]
+        assert values[1] == 3 * values[0] > 0, (key, expr, values)
+        assert int(env.from_string(expr).render(pulsar_upgrade=order["pulsar_upgrade"])) == values[0], (key, "no factor given")

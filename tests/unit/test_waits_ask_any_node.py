@@ -82,6 +82,24 @@ def test_a_running_bookie_that_answers_nothing_is_skipped_for_one_that_answers(t
             cluster.wait_writable_bookies("c")
 
 
+def test_a_running_bookie_never_registered_is_named_with_its_own_log(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wait that fails shows the log of the bookie it was missing, not the first bookie's."""
+    monkeypatch.setenv("PULSARLAB_TIMEOUT_SCALE", "0.01")
+    ids = ["127.0.0.1:3181", "127.0.0.1:3182"]  # bk3 runs but never registers
+    with served(_registry(ids)) as url1, served(_registry(ids)) as url2:
+        cluster = _cluster(tmp_path, [_port(url1), _port(url2), _closed_port()], {"bk1": True, "bk2": True, "bk3": True})
+        for name in ("bk1", "bk3"):
+            log = cluster.log_file(name)
+            assert log is not None
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(f"{name} says: {'waiting for my old registration to expire' if name == 'bk3' else 'fine'}\n")
+        with pytest.raises(PulsarlabError) as failed:
+            cluster.wait_writable_bookies("c")
+    assert "the log below is bk3's" in str(failed.value)
+    assert "bk3 says: waiting for my old registration" in str(failed.value) and "bk1 says" not in str(failed.value)
+
+
 def test_a_bookie_that_stops_while_waited_for_is_no_longer_waited_for(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PULSARLAB_TIMEOUT_SCALE", "0.5")
