@@ -1,11 +1,15 @@
 """``eventually(fn)``: wait for a condition by calling ``fn`` until it stops raising, instead of a
-bare ``time.sleep`` loop. On timeout the error says what was awaited, how long, and the last failure."""
+bare ``time.sleep`` loop. On timeout the error says what was awaited, how long, and the last failure.
+On the real clock the timeout is multiplied by the machine's factor (``PULSARLAB_TIMEOUT_SCALE``), as
+every wait of pulsarlab's own is: a loaded or slow machine gets longer, a passing wait is no slower."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 from typing import TypeVar
+
+from pulsarlab import timeouts
 
 T = TypeVar("T")
 
@@ -33,6 +37,8 @@ def eventually(
     and return its value; after ``timeout`` seconds raise :class:`EventuallyTimeout` chained to the
     last error. ``fn`` is always called at least once, and once more at the deadline. To give up at
     once (the process being waited on died), ``fn`` calls ``pytest.fail``, which is no ``Exception``."""
+    if clock is time.monotonic:  # a fake clock measures no machine
+        timeout *= timeouts.scale()
     start = clock()
     deadline = start + timeout
     attempts = 0

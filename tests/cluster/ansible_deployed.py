@@ -19,7 +19,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from pulsarlab import timeouts
 from pulsarlab.chaos import targets
 from pulsarlab.deployment import Endpoints
 from pulsarlab.errors import PulsarlabError
@@ -116,7 +115,7 @@ def every_node_serving(state: Path | str, env: dict[str, str], timeout: float = 
         assert not down and proc.returncode == 0, (down, proc.returncode, proc.stderr[-2000:])
         return status
 
-    return eventually(serving, timeout=timeout * timeouts.scale(), interval=2, what="every node alive and ready")
+    return eventually(serving, timeout=timeout, interval=2, what="every node alive and ready")
 
 
 def cli(*args: str, **kw) -> subprocess.Popen:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pulsarlab import ops
+from pulsarlab import ops, timeouts
 from pulsarlab.admin import placement, reconcile
 from pulsarlab.admin.client import AdminClient
 from pulsarlab.chaos.actions import Fault
@@ -55,7 +55,8 @@ def test_losing_every_eu_node_moves_topics_to_us_brokers_of_the_same_cluster_wit
                          deduplication=True, drain_seconds=10)
     schedule = ops.fault_schedule(cluster.state_dir, [Fault(10, "kill", eu_nodes)], tmp_path / "run")
     try:
-        result = ops.workload_run(cluster.state_dir, cfg, tmp_path / "run", A, replication_timeout=120, schedule=schedule)
+        result = ops.workload_run(cluster.state_dir, cfg, tmp_path / "run", A,
+                                  replication_timeout=120 * timeouts.scale(), schedule=schedule)
         faults = read_faults(tmp_path / "run")  # the run's history has the fault
         assert faults is not None and [(f.fault, f.ok, set(f.nodes)) for f in faults] == [
             (f"kill {' '.join(eu_nodes)}", True, set(eu_nodes))], faults

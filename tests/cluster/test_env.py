@@ -9,9 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import requests
 from typer.testing import CliRunner
 
 from pulsarlab import distribution
+from pulsarlab.admin.client import encode_topic
 from pulsarlab.cli import app
 from pulsarlab.ops import default_topic
 from pulsarlab.runtime.local import LocalCluster
@@ -42,6 +44,10 @@ def test_pulsar_admin_works_after_eval_env(smoke: LocalCluster) -> None:
 
 def test_pulsar_perf_produces_after_eval_env(smoke: LocalCluster) -> None:
     topic = default_topic(smoke, "smoke", "perf-env")
+    # a durable subscription first: a topic with none is deleted by its broker's inactive-topic sweep
+    # after a minute idle, and on a loaded machine the second JVM below can start later than that
+    kept = requests.put(f"{smoke.admin_url('smoke')}/admin/v2/{encode_topic(topic)}/subscription/kept", timeout=30)
+    assert kept.status_code in (204, 409), kept.text
     after_eval_env(smoke, f'"$PULSAR_HOME/bin/pulsar-perf" produce -r 50 -m 50 {topic} >/dev/null', timeout=180)
     stats = after_eval_env(smoke, f'"$PULSAR_HOME/bin/pulsar-admin" topics stats {topic}')
     assert json.loads(stats.stdout)["msgInCounter"] >= 50  # pulsar-perf may send one more than -m

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from pulsarlab import ops
+from pulsarlab import ops, timeouts
 from pulsarlab.admin import reconcile, replication
 from pulsarlab.admin.client import AdminClient, encode_topic
 from pulsarlab.chaos.actions import Fault
@@ -142,7 +142,8 @@ def test_cluster_eu_lost_and_back_gets_what_was_produced_on_us_meanwhile(geo: Lo
     # through its own handle, as `workload run --fault` does: the fixture's object sees what it restarted
     schedule = ops.fault_schedule(geo.state_dir, [Fault(5, "stop", eu_nodes), Fault(20, "start", eu_nodes)], tmp_path / "run")
     try:
-        result = ops.workload_run(geo.state_dir, cfg, tmp_path / "run", US, consume_cluster=EU, replication_timeout=120,
+        result = ops.workload_run(geo.state_dir, cfg, tmp_path / "run", US, consume_cluster=EU,
+                                  replication_timeout=120 * timeouts.scale(),
                                   schedule=schedule)
         faults = read_faults(tmp_path / "run")  # the run's history has both faults
         assert faults is not None and [(f.action, f.phase, f.ok) for f in faults] == [
