@@ -380,8 +380,12 @@ class NodeRuntime(RecordedDeployment):
             missing[:] = [b for b in alive if bookie_id(self.topo, b) not in listed]
             if len(listed) >= need and not missing:
                 return True, "ok"
+            # a bookie that registered read-only (a disk over diskUsageThreshold, say) is no writable one
+            ro = bookie_get(self, cluster, "/api/v1/bookie/list_bookies?type=ro&print_hostnames=false") if missing else None
+            read_only = sorted(set(ro[1] or ()) & {bookie_id(self.topo, b) for b in missing}) if ro else []
             return False, (f"{name} lists {', '.join(sorted(listed)) or 'none'}; "
                            f"running: {', '.join(sorted(bookie_id(self.topo, b) for b in alive))}"
+                           + (f"; registered read-only: {', '.join(read_only)}" if read_only else "")
                            + (f"; the log below is {missing[0].name}'s" if missing else ""))
 
         with self.say.step(f"writable-{cluster}", f"cluster {cluster}: {want} writable bookies", "waiting", "registered"):

@@ -31,10 +31,10 @@ def _port(url: str) -> int:
     return int(url.rsplit(":", 1)[1])
 
 
-def _registry(writable: list[str]) -> type[http.server.BaseHTTPRequestHandler]:
+def _registry(writable: list[str], read_only: tuple[str, ...] = ()) -> type[http.server.BaseHTTPRequestHandler]:
     class Handler(QuietHandler):
         def do_GET(self) -> None:
-            body = json.dumps({b: b for b in writable}).encode()
+            body = json.dumps({b: b for b in (read_only if "type=ro" in self.path else writable)}).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.end_headers()
@@ -84,10 +84,12 @@ def test_a_running_bookie_that_answers_nothing_is_skipped_for_one_that_answers(t
 
 def test_a_running_bookie_never_registered_is_named_with_its_own_log(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """The wait that fails shows the log of the bookie it was missing, not the first bookie's."""
+    """The wait that fails shows the log of the bookie it was missing, not the first bookie's, and
+    says that bookie registered read-only."""
     monkeypatch.setenv("PULSARLAB_TIMEOUT_SCALE", "0.01")
-    ids = ["127.0.0.1:3181", "127.0.0.1:3182"]  # bk3 runs but never registers
-    with served(_registry(ids)) as url1, served(_registry(ids)) as url2:
+    ids = ["127.0.0.1:3181", "127.0.0.1:3182"]  # bk3 runs, registered read-only
+    ro = ("127.0.0.1:3183",)
+    with served(_registry(ids, ro)) as url1, served(_registry(ids, ro)) as url2:
         cluster = _cluster(tmp_path, [_port(url1), _port(url2), _closed_port()], {"bk1": True, "bk2": True, "bk3": True})
         for name in ("bk1", "bk3"):
             log = cluster.log_file(name)
@@ -96,7 +98,7 @@ def test_a_running_bookie_never_registered_is_named_with_its_own_log(tmp_path: P
             log.write_text(f"{name} says: {'waiting for my old registration to expire' if name == 'bk3' else 'fine'}\n")
         with pytest.raises(PulsarlabError) as failed:
             cluster.wait_writable_bookies("c")
-    assert "the log below is bk3's" in str(failed.value)
+    assert "registered read-only: 127.0.0.1:3183; the log below is bk3's" in str(failed.value)
     assert "bk3 says: waiting for my old registration" in str(failed.value) and "bk1 says" not in str(failed.value)
 
 
