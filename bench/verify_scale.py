@@ -215,7 +215,8 @@ def check_mode(workdir: Path, size: int) -> int:
 def timing_mode(workdir: Path, sizes: list[int], repeats: int, keep: bool, reference_max: int) -> None:
     table = Table(title=f"verify at scale: min / median of {repeats} runs (two clusters, ~5 rows per message)")
     for col in ("messages", "generate s", "spark JVM start s", "spark verify s", "spark wall incl. JVM s", "spark peak RSS MiB",
-                "pulsarlab verify s (CLI)", "CLI peak RSS MiB", "reference s", "reference peak RSS MiB", "agree"):
+                "pulsarlab verify s (CLI)", "CLI peak RSS MiB", "reference s", "reference peak RSS MiB",
+                "reference / spark verify (medians)", "agree"):
         table.add_column(col, justify="right")
     console = Console(width=240)
     for n in sizes:
@@ -244,6 +245,7 @@ def timing_mode(workdir: Path, sizes: list[int], repeats: int, keep: bool, refer
         table.add_row(f"{n:,}", f"{generated:.1f}", f"{jvm:.1f}", mm(s["seconds"]), f"{jvm + s['seconds'][0]:.1f}",
                       f"{spark.peak_rss_mib:,.0f}", mm(cli), f"{cli_peak:,.0f}",
                       mm(r["seconds"]), f"{ref.peak_rss_mib:,.0f}" if r["seconds"] else "-",
+                      f"{statistics.median(r['seconds']) / statistics.median(s['seconds']):.1f}x" if r["seconds"] else "-",
                       "-" if not r["seconds"] else "yes" if not diff else "NO")
         if not keep:
             shutil.rmtree(directory)
