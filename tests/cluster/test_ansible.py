@@ -28,7 +28,6 @@ import yaml
 from pulsarlab import ops
 from pulsarlab.chaos import targets
 from pulsarlab.distribution import DEFAULT_VERSION
-from pulsarlab.scenarios.model import BUILTIN_DIR as SCENARIOS_DIR
 from pulsarlab.topology import BUILTIN_DIR, Role, load
 from tests.cluster.ansible_deployed import (
     Deployed,
@@ -41,7 +40,7 @@ from tests.cluster.ansible_deployed import (
 )
 from tests.cluster.ansible_hosts import LabHosts, Play, docker
 from tests.cluster.test_sync import _drain, _produce, assert_placed_in_both_regions
-from tests.scenario_files import scaled_builtin
+from tests.scenario_files import builtin, scaled_builtin
 
 pytestmark = pytest.mark.cluster
 # eu's second broker is left out: every playbook still meets each role in each region, and the lab
@@ -237,7 +236,7 @@ def test_a_scenario_and_node_commands_act_on_the_hosts(configured: Deployed, tmp
     down (the unit's Restart=on-failure does not bring it back) until 'node start'; a rule and a
     paused JVM that runs ended without undoing are undone by 'chaos heal'."""
     state = str(configured.state_dir)
-    scenario = yaml.safe_load((SCENARIOS_DIR / "sync-region-loss.yaml").read_text())
+    scenario = builtin("sync-region-loss")
     [step] = scenario["schedule"]
     eu = [n.name for n in configured.small.nodes if n.region == "eu" and n.role != Role.ZOOKEEPER]
     assert set(step["fault"].split()[1:]) - set(eu) == {"pulsar2-eu"}, step

@@ -10,16 +10,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 from typer.testing import CliRunner
 
 from pulsarlab import ops
 from pulsarlab.cli import app
 from pulsarlab.runtime.docker.cluster import DockerCluster
-from pulsarlab.scenarios.model import BUILTIN_DIR as SCENARIOS_DIR
 from tests.cluster.conftest import docker_deployment
 from tests.cluster.test_sync import _produce, assert_placed_in_both_regions
-from tests.scenario_files import scaled_builtin
+from tests.scenario_files import builtin, scaled_builtin
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +41,7 @@ def test_scenarios_on_the_containers_lose_nothing_and_leave_them_running(docker_
     in us; each recorded workload judged with RPO 0 and a measured recovery, every container started
     again afterwards, and every ledger of the bookie loss's topic still with a copy in each region."""
     names = ("kill-ensemble-bookie", "sync-region-loss")
-    region_loss = yaml.safe_load((SCENARIOS_DIR / "sync-region-loss.yaml").read_text())
+    region_loss = builtin("sync-region-loss")
     region_loss["workload"]["duration"] = 30  # not 60: the run goes on until the topic is acknowledged again anyway
     specs = [str(scaled_builtin(name, tmp_path / "spec", region_loss if name == "sync-region-loss" else None))
              for name in names]
