@@ -23,8 +23,12 @@ runner = CliRunner()
 
 
 def produce(cluster: LocalCluster, topic: str, n: int, prefix: str) -> list[str]:
+    """``n`` messages sent to ``topic``, kept by a durable subscription made first: a topic with none
+    is deleted by its broker's inactive-topic sweep after a minute idle (Pulsar's default), and a
+    test that restarts nodes before reading them back can take longer than that."""
     c = client(cluster.service_url("smoke"), auth=cluster.client_auth())
     try:
+        c.subscribe(topic, "kept").close()
         producer = c.create_producer(topic, block_if_queue_full=True, batching_enabled=True)
         sent = [f"{prefix}-{i}" for i in range(n)]
         for body in sent:
