@@ -184,15 +184,18 @@ def up(
     cluster = node_control(new_deployment(topo, state_dir, runtime, say, dist=resolved, **options), "up")
     # the rack map goes into the metadata store before any broker starts, so every broker starts
     # knowing its region (none needs a restart) and all of them start at once; configure runs as
-    # soon as they are ready (the bookies may still be starting), the first message once all are
+    # soon as one broker of each cluster is ready (other nodes may still be starting), the brokers'
+    # regions are checked and the first message sent once all are
     configured: list[bool] = []
 
     def configure_early(c: NodeControl) -> None:
-        configure_cluster(c, say=c.say)
+        configure_cluster(c, say=c.say, brokers=False)
         configured.append(True)
 
     def check(c: NodeControl) -> None:
-        if not configured:
+        if configured:
+            reconcile.settle_brokers(c, c.say)
+        else:
             configure_cluster(c, say=c.say)
         e2e_check(c)
 
@@ -304,11 +307,11 @@ def load_topology(topology: str, secure: bool = False, loopback: bool = True) ->
     return topo
 
 
-def configure_cluster(cluster: Endpoints, dry_run: bool = False, say: Say = _quiet) -> Report:
+def configure_cluster(cluster: Endpoints, dry_run: bool = False, say: Say = _quiet, brokers: bool = True) -> Report:
     progress = reporter_of(say)
     what = "reading the desired state back" if dry_run else "applying the desired state"
     with progress.step("configure", "configure over the admin REST API", what, "compared" if dry_run else "configured"):
-        report = reconcile.configure(cluster, dry_run, progress)
+        report = reconcile.configure(cluster, dry_run, progress, brokers)
     if report.changes:
         say(f"configure: {len(report.changes)} difference(s) {'found' if dry_run else 'fixed'} "
             f"in {report.seconds:.1f}s" + (f", restarted {', '.join(report.restarted)}" if report.restarted else ""))

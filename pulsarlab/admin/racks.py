@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import json
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
+from pulsarlab.admin import zookeeper
 from pulsarlab.admin.commands import rack_document
 from pulsarlab.deployment import Endpoints
 from pulsarlab.errors import StateError
-
-ZK_TIMEOUT_S = 15.0
 
 
 def write_rack_maps(cluster: Endpoints, touch: bool = False) -> list[str]:
@@ -34,27 +32,19 @@ def write_rack_maps(cluster: Endpoints, touch: bool = False) -> list[str]:
     docs = {name: d for name, d in docs.items() if d[1]}
     if not docs:
         return []
-    zk = KazooClient(hosts=topo.zookeeper_connect(), timeout=ZK_TIMEOUT_S)
-    try:
-        zk.start(timeout=ZK_TIMEOUT_S)
-    except Exception as exc:  # kazoo raises its own timeout type
-        raise StateError(f"cannot reach ZooKeeper at {topo.zookeeper_connect()} to write the rack map: "
-                         f"{exc or type(exc).__name__}") from None
     written = []
-    try:
-        for name, (path, doc) in docs.items():
-            data = json.dumps(doc, separators=(",", ":")).encode()
-            current = zk.get(path)[0] if zk.exists(path) else None
-            if not touch and current is not None and current.strip() and json.loads(current) == doc:
-                continue
-            if current is None:
-                zk.create(path, data, makepath=True)
-            else:
-                zk.set(path, data)
-            written.append(name)
-    except (KazooException, ValueError) as exc:
-        raise StateError(f"writing the rack map into ZooKeeper failed: {exc or type(exc).__name__}") from None
-    finally:
-        zk.stop()
-        zk.close()
+    with zookeeper.session(topo, "to write the rack map") as zk:
+        try:
+            for name, (path, doc) in docs.items():
+                data = json.dumps(doc, separators=(",", ":")).encode()
+                current = zk.get(path)[0] if zk.exists(path) else None
+                if not touch and current is not None and current.strip() and json.loads(current) == doc:
+                    continue
+                if current is None:
+                    zk.create(path, data, makepath=True)
+                else:
+                    zk.set(path, data)
+                written.append(name)
+        except (KazooException, ValueError) as exc:
+            raise StateError(f"writing the rack map into ZooKeeper failed: {exc or type(exc).__name__}") from None
     return written

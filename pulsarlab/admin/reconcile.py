@@ -340,8 +340,10 @@ def _quiet(_msg: str) -> None:
     pass
 
 
-def configure(cluster: Endpoints, dry_run: bool = False, say: Say = _quiet) -> Report:
-    """Reconcile every Pulsar cluster of the topology; return the differences found (and fixed)."""
+def configure(cluster: Endpoints, dry_run: bool = False, say: Say = _quiet, brokers: bool = True) -> Report:
+    """Reconcile every Pulsar cluster of the topology; return the differences found (and fixed).
+    ``brokers=False`` leaves out the brokers' regions (:func:`settle_brokers`), for a configure
+    that runs while some brokers are still starting: their logs do not say it yet."""
     t0 = time.monotonic()
     report = Report(dry_run)
     topo = cluster.topo
@@ -368,7 +370,17 @@ def configure(cluster: Endpoints, dry_run: bool = False, say: Say = _quiet) -> R
                 unload_namespaces(admin, touched, say)
         # only a runtime that started the brokers reads their logs and restarts them; an attached
         # cluster's own start order must put the racks first (compose/*.yml does)
-        if isinstance(cluster, NodeControl):
+        if brokers and isinstance(cluster, NodeControl):
             restart_stale_brokers(cluster, c.name, report, say)
+    report.seconds = time.monotonic() - t0
+    return report
+
+
+def settle_brokers(cluster: NodeControl, say: Say = _quiet) -> Report:
+    """The brokers' regions, every cluster: what :func:`configure` leaves out with ``brokers=False``."""
+    t0 = time.monotonic()
+    report = Report(False)
+    for c in cluster.topo.clusters:
+        restart_stale_brokers(cluster, c.name, report, say)
     report.seconds = time.monotonic() - t0
     return report

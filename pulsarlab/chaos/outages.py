@@ -12,17 +12,15 @@
 
 from __future__ import annotations
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
+from pulsarlab.admin import zookeeper
 from pulsarlab.chaos import targets
 from pulsarlab.chaos.actions import Done, register
 from pulsarlab.chaos.nodes import any_targets, no_args, stopped_at
 from pulsarlab.deployment import Endpoints, NodeControl
 from pulsarlab.errors import StateError
 from pulsarlab.topology import Role, bookie_id
-
-ZK_TIMEOUT_S = 15.0
 
 
 def region_nodes(cluster: Endpoints, region: str) -> list[str]:
@@ -62,22 +60,14 @@ def cookie_path(cluster: Endpoints, bookie: str) -> str:
 
 def delete_cookie(cluster: Endpoints, bookie: str) -> bool:
     """Remove a bookie's cookie from ZooKeeper; False if there was none."""
-    zk = KazooClient(hosts=cluster.topo.zookeeper_connect(), timeout=ZK_TIMEOUT_S)
-    try:
-        zk.start(timeout=ZK_TIMEOUT_S)
-    except Exception as exc:  # kazoo raises its own timeout type
-        raise StateError(f"cannot reach ZooKeeper at {cluster.topo.zookeeper_connect()} to remove the cookie "
-                         f"of {bookie}: {exc or type(exc).__name__}") from None
-    try:
-        zk.delete(cookie_path(cluster, bookie))
-        return True
-    except NoNodeError:
-        return False
-    except KazooException as exc:
-        raise StateError(f"removing the cookie of {bookie} at {cookie_path(cluster, bookie)}: {exc!r}") from None
-    finally:
-        zk.stop()
-        zk.close()
+    with zookeeper.session(cluster.topo, f"to remove the cookie of {bookie}") as zk:
+        try:
+            zk.delete(cookie_path(cluster, bookie))
+            return True
+        except NoNodeError:
+            return False
+        except KazooException as exc:
+            raise StateError(f"removing the cookie of {bookie} at {cookie_path(cluster, bookie)}: {exc!r}") from None
 
 
 def disk_loss(cluster: NodeControl, args: tuple[str, ...]) -> Done:

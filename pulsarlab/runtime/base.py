@@ -1,8 +1,8 @@
 """What every runtime that controls its nodes shares: start order, readiness waits, and the
 bookkeeping of up, down and node control.
 
-Order: ZooKeeper, then ``initialize-cluster-metadata`` per cluster, then bookies, then brokers;
-nodes of one tier start together. A runtime subclass provides the primitives (how one node is
+Order: ZooKeeper with ``initialize-cluster-metadata`` per cluster, then the brokers with the
+bookies (see :meth:`NodeRuntime.start_nodes`). A runtime subclass provides the primitives (how one node is
 started, stopped, paused, observed, and where its log is); everything else is written once here.
 Every node listens on its own address of this machine, so readiness is probed the same way on
 every runtime. Endpoints, credentials and status come from
@@ -17,7 +17,7 @@ import functools
 import socket
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import psutil
@@ -237,8 +237,8 @@ class NodeRuntime(RecordedDeployment):
         metadata was just created one bookie per cluster starts before the others: bookies that
         start together on an empty cluster race to create the auto-recovery layout znode and the
         losers exit (``BadVersion for /ledgers/underreplication/LAYOUT``). ``brokers_ready`` runs
-        once the brokers that started with the bookies are ready, while the bookies may still be
-        starting (configure needs no bookie)."""
+        as soon as one broker of each cluster is ready, while the other nodes may still be
+        starting (it writes metadata through any broker and needs no bookie)."""
         zookeepers, bookies, brokers = ([n for n in nodes if n.role == r] for r in TIERS)
         fresh: set[str] = set()
         if zookeepers:
@@ -259,9 +259,7 @@ class NodeRuntime(RecordedDeployment):
             self._spawn(rest)
             with ThreadPoolExecutor(max_workers=1) as side:
                 bookies_ready = side.submit(self._wait_ready, rest)
-                self._wait_ready(early)
-                if early and brokers_ready is not None:
-                    brokers_ready(self)
+                self._wait_brokers(early, brokers_ready)
                 bookies_ready.result()
             for c in dict.fromkeys(n.cluster for n in bookies if n.cluster is not None):  # a bookie always has one
                 self.wait_writable_bookies(c)
@@ -272,6 +270,21 @@ class NodeRuntime(RecordedDeployment):
         if before_brokers is not None:
             before_brokers(self)
         self._start_tier(brokers)
+
+    def _wait_brokers(self, brokers: list[Node], one_each: Callable[[NodeControl], None] | None) -> None:
+        """Wait for every broker; ``one_each`` runs once one broker of each cluster is ready, while
+        the others are still waited for."""
+        if not brokers:
+            return
+        with ThreadPoolExecutor(max_workers=len(brokers)) as pool:
+            waits = {pool.submit(self.wait_ready, n): n for n in brokers}
+            pending = {n.cluster for n in brokers}
+            for f in as_completed(waits):
+                f.result()
+                pending.discard(waits[f].cluster)
+                if not pending and one_each is not None:
+                    one_each(self)
+                    one_each = None
 
     def _start_zookeeper(self, tier: list[Node], with_metadata: bool) -> set[str]:
         """Start ZooKeeper and, with ``with_metadata``, initialise the clusters' metadata meanwhile;

@@ -4,10 +4,11 @@ one spawn, and what is waited for before the next spawn."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from pulsarlab.runtime.base import NodeRuntime
-from pulsarlab.topology import Node, load
+from pulsarlab.topology import Node, Role, load
 
 
 class Recorder(NodeRuntime):
@@ -57,3 +58,31 @@ def test_a_cluster_whose_metadata_exists_spawns_every_bookie_with_its_brokers(tm
     brokers = [n.name for n in runtime.topo.nodes if n.role.value == "broker"]
     bookies = [n.name for n in runtime.topo.nodes if n.role.value == "bookie"]
     assert spawns == [brokers, bookies], runtime.calls
+
+
+class LateBrokers(Recorder):
+    """The first broker of each cluster is ready at once; the others only after ``configured`` is
+    set (or 10 s): a configure that waited for every broker would find them late."""
+
+    def __init__(self, topo, state_dir: Path) -> None:
+        super().__init__(topo, state_dir)
+        self.configured = threading.Event()
+        self.first_brokers = {self.topo.nodes_of(Role.BROKER, c.name)[0].name for c in self.topo.clusters}
+
+    def wait_ready(self, node: Node) -> float:
+        if node.role == Role.BROKER and node.name not in self.first_brokers:
+            self.configured.wait(10)
+        return super().wait_ready(node)
+
+
+def test_configure_runs_once_one_broker_of_each_cluster_is_ready_while_the_others_start(tmp_path: Path) -> None:
+    runtime = LateBrokers(load("geo"), tmp_path)
+    seen: list[list[str]] = []
+
+    def configure(c: object) -> None:
+        seen.append(sorted(names[0] for what, names in runtime.calls if what == "ready" and names[0].startswith("pulsar")))
+        runtime.configured.set()
+
+    runtime.start_nodes(list(runtime.topo.nodes), brokers_ready=configure)
+    assert seen == [sorted(runtime.first_brokers)], runtime.calls  # once, with one broker of each cluster ready
+    assert all(("ready", [n.name]) in runtime.calls for n in runtime.topo.nodes_of(Role.BROKER))
