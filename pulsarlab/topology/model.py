@@ -265,6 +265,14 @@ class Topology(_Strict):
         """The topology's ``autoRecoveryDaemonEnabled`` for bookie ``node`` and where it is set (None: not set)."""
         return effective_config(self.settings_levels(node), Role.BOOKIE.value).get(AUTO_RECOVERY_KEY)
 
+    def runs_stream_storage(self, cluster: str) -> bool:
+        """Whether a bookie of ``cluster`` runs BookKeeper's stream storage (the table service that
+        Pulsar Functions keep state in), which reads the metadata the cluster's initialisation lays out
+        for it; no built-in topology does (``extraServerComponents`` names it)."""
+        return any(STREAM_STORAGE_COMPONENT in conf_text(s.value)
+                   for b in self.nodes_of(Role.BOOKIE, cluster)
+                   if (s := effective_config(self.settings_levels(b), Role.BOOKIE.value).get("extraServerComponents")))
+
     def default_auto_recovery(self, cluster: str) -> list[Node]:
         """The bookies of ``cluster`` that run auto-recovery unless the topology says otherwise: the
         first of each region (a region lost whole leaves a worker in the others), then the next in
@@ -637,6 +645,7 @@ def _check_placement_repair(t: Topology, f: str, c: Cluster, bookies: list[Node]
 
 # the bookie key that turns BookKeeper's auto-recovery daemon on (Topology.runs_auto_recovery)
 AUTO_RECOVERY_KEY = "autoRecoveryDaemonEnabled"
+STREAM_STORAGE_COMPONENT = "StreamStorageLifecycleComponent"
 # bookies per cluster that run it by default (Topology.default_auto_recovery), where there are as many
 AUTO_RECOVERY_MIN = 2
 

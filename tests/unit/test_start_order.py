@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 from pulsarlab.runtime.base import NodeRuntime
-from pulsarlab.topology import Node, Role, load
+from pulsarlab.topology import Node, Role, load, parse
 
 
 class Recorder(NodeRuntime):
@@ -17,6 +17,7 @@ class Recorder(NodeRuntime):
     def __init__(self, topo, state_dir: Path) -> None:
         super().__init__(topo, state_dir)
         self.calls: list[tuple[str, list[str]]] = []
+        self.init_args: dict[str, list[str]] = {}
 
     def prepare(self, nodes: list[Node]) -> None: ...
     def spawn(self, node: Node) -> None: raise AssertionError("every start goes through spawn_all")
@@ -37,6 +38,7 @@ class Recorder(NodeRuntime):
 
     def run_metadata_init(self, cluster: str, args: list[str], log_path: Path) -> None:
         self.calls.append(("init", [cluster]))
+        self.init_args[cluster] = args
 
 
 def test_a_fresh_cluster_spawns_its_brokers_with_its_first_bookie_and_the_other_bookies_once_it_is_ready(
@@ -86,3 +88,25 @@ def test_configure_runs_once_one_broker_of_each_cluster_is_ready_while_the_other
     runtime.start_nodes(list(runtime.topo.nodes), brokers_ready=configure)
     assert seen == [sorted(runtime.first_brokers)], runtime.calls  # once, with one broker of each cluster ready
     assert all(("ready", [n.name]) in runtime.calls for n in runtime.topo.nodes_of(Role.BROKER))
+
+
+STREAM_STORAGE = ["--initial-num-stream-storage-containers", "0"]
+
+
+def _lays_out_stream_storage(args: list[str]) -> bool:
+    return not any(args[i:i + 2] == STREAM_STORAGE for i in range(len(args)))
+
+
+def test_the_metadata_for_stream_storage_is_laid_out_only_where_a_bookie_runs_it(tmp_path: Path) -> None:
+    runtime = Recorder(load("geo"), tmp_path)
+    runtime.start_nodes(list(runtime.topo.nodes))
+    assert set(runtime.init_args) == {"cluster-eu", "cluster-us"}
+    assert not any(_lays_out_stream_storage(a) for a in runtime.init_args.values())
+
+    data = load("sync").model_dump(mode="json", exclude_none=True)
+    bookie = next(n for n in data["nodes"] if n["name"] == "bk2-us")
+    bookie["config"] = {"bookie": {"extraServerComponents":
+                                   "org.apache.bookkeeper.stream.server.StreamStorageLifecycleComponent"}}
+    runtime = Recorder(parse(data), tmp_path / "with")
+    runtime.start_nodes(list(runtime.topo.nodes))
+    assert _lays_out_stream_storage(runtime.init_args["mycluster"])
