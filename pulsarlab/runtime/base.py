@@ -218,8 +218,10 @@ class NodeRuntime(RecordedDeployment):
         """A killed bookie or broker holds its registration until its session expires; a new
         process with the same id would fail to register (and hang), so wait that out first."""
         reg = self.registration_id(node)
+        if reg is None:  # ZooKeeper itself: asked nothing (on docker each look at a node is an engine call)
+            return
         zks = [z for z in self.topo.nodes_of(Role.ZOOKEEPER) if self.alive(z.name)]
-        if reg is None or not zks:
+        if not zks:
             return
         probe = RegistrationGone(tuple((self.topo.address_of(z), z.port("client")) for z in zks), reg)
         if not probe()[0]:

@@ -17,6 +17,8 @@ from typing import Literal
 
 import psutil
 from python_on_whales import Container, DockerClient, DockerException
+from python_on_whales.exceptions import NoSuchContainer
+from python_on_whales.utils import run
 
 from pulsarlab.classdata import ClassArchives
 from pulsarlab.deployment import Say, quiet
@@ -82,15 +84,18 @@ class DockerCluster(NodeRuntime):
         return c
 
     def _note_init(self, name: str, c: Container) -> None:
-        """Remember a running container's init process when this machine sees it as the
+        self._note_process(name, c.id, c.state.pid if c.state.running else None)
+
+    def _note_process(self, name: str, container_id: str, pid: int | None) -> None:
+        """Remember a running container's init process (``pid``) when this machine sees it as the
         container's (the engine runs here: its cgroup names the container), so that liveness,
         polled by every readiness wait, is a look at that process instead of an engine call."""
         self._inits.pop(name, None)
-        if not (c.state.running and c.state.pid):
+        if not pid:
             return
         try:
-            proc = psutil.Process(c.state.pid)
-            if c.id in Path(f"/proc/{proc.pid}/cgroup").read_text():
+            proc = psutil.Process(pid)
+            if container_id in Path(f"/proc/{proc.pid}/cgroup").read_text():
                 self._inits[name] = proc
         except (psutil.Error, OSError):
             pass  # an engine in another machine or namespace: asked each time
@@ -260,10 +265,27 @@ class DockerCluster(NodeRuntime):
             first = next(iter(logs))
             raise NodeStartError(", ".join(logs), "its container to start" if len(logs) == 1 else "their containers to start",
                                  0, log_tail(logs[first]), _last(exc)) from None
-        for node in nodes:
-            c = self._container(node.name)
+        for node, pid in zip(nodes, self._started_pids([n.name for n in nodes]), strict=True):
             self.say.update(node.name, f"started (container {self.container_name(node.name)}, "
-                            f"pid {c.state.pid if c else '?'}, {self.topo.address_of(node)})")
+                            f"pid {pid or '?'}, {self.topo.address_of(node)})")
+
+    def _started_pids(self, names: list[str]) -> list[int | None]:
+        """The init pid of each node's container by one ``docker container inspect`` of them all
+        (python-on-whales asks once per container, and again on each attribute read)."""
+        try:
+            out = run([*self.docker.client_config.docker_cmd, "container", "inspect",
+                       *(self.container_name(n) for n in names)])
+            found = json.loads(out if isinstance(out, str) else out[0])
+        except (DockerException, json.JSONDecodeError):
+            return [None] * len(names)
+        by_name = {str(c.get("Name", "")).lstrip("/"): c for c in found}
+        pids: list[int | None] = []
+        for name in names:
+            c = by_name.get(self.container_name(name), {})
+            pid = c.get("State", {}).get("Pid") if c.get("State", {}).get("Running") else None
+            self._note_process(name, str(c.get("Id", "")), pid)
+            pids.append(pid)
+        return pids
 
     def running_nodes(self) -> set[str]:
         """One look at the project's containers instead of one per node."""
@@ -334,7 +356,7 @@ class DockerCluster(NodeRuntime):
                 raise NodeStartError(f"init-{cluster}", "initialize-cluster-metadata to finish", limit,
                                      log_tail(log_path))
         finally:
-            if self.docker.container.exists(name):
+            with contextlib.suppress(NoSuchContainer):  # one call, not a look first
                 self.docker.container.remove(name, force=True)
         self._settle_recording(cluster, "init", image, rc == 0)
         if rc != 0:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,8 +102,12 @@ def check(host: str | None = None, compose: bool = True) -> Engine:
     """Client, engine and (unless ``compose=False``) the Compose plugin, each or a typed error."""
     host = host or default_host()
     cli = docker_cli()
-    server, api = ping(host)
-    return Engine(host, cli, server, api, compose_version(host) if compose else None)
+    if not compose:
+        return Engine(host, cli, *ping(host), None)
+    with ThreadPoolExecutor(1) as pool:  # two CLI starts at once: every docker command waits for this
+        plugin = pool.submit(compose_version, host)
+        server, api = ping(host)  # the engine's error first: without one, the plugin does not matter
+        return Engine(host, cli, server, api, plugin.result())
 
 
 def client(host: str | None = None, compose: bool = False, **kwargs) -> DockerClient:
