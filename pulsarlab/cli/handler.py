@@ -7,6 +7,9 @@ named in the line."""
 from __future__ import annotations
 
 import json
+import os
+import select
+import signal
 import tempfile
 import time
 import traceback
@@ -66,6 +69,34 @@ def _command_line_exit(exc: BaseException) -> bool:
     )
 
 
+CLOSED_OUTPUT = 128 + signal.SIGPIPE
+
+
+def output_reader_gone(started_on: tuple[int, int] | None = None) -> bool:
+    """Whether standard output is a pipe whose reading end is closed (the kernel flags it as an
+    error condition of the writing end), or was one and has since been pointed at the null device
+    (what Rich does when it finds it so; ``started_on``: its device and inode at the start)."""
+    try:
+        now = os.fstat(1)
+        if started_on is not None and (now.st_dev, now.st_ino) != started_on:
+            null = os.stat(os.devnull)
+            return (now.st_dev, now.st_ino) == (null.st_dev, null.st_ino)
+        poller = select.poll()
+        poller.register(1, select.POLLOUT)
+        return any(ev & select.POLLERR for _, ev in poller.poll(0))
+    except (OSError, ValueError):
+        return False
+
+
+def output_identity() -> tuple[int, int] | None:
+    """Standard output's device and inode, for :func:`output_reader_gone` (None if there is none)."""
+    try:
+        st = os.fstat(1)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 class ReportingGroup(TyperGroup):
     """The root group: every subcommand runs inside its ``invoke``, so this is the one handler."""
 
@@ -77,6 +108,13 @@ class ReportingGroup(TyperGroup):
             raise report(exc, str(exc), exc.exit_code, ctx.meta.get(JSON_KEY, False)) from None
         except KeyboardInterrupt as exc:
             raise report(exc, "interrupted", INTERRUPTED, ctx.meta.get(JSON_KEY, False)) from None
+        except BrokenPipeError as exc:
+            if not output_reader_gone():
+                raise report(exc, f"BrokenPipeError: {exc}", 1, ctx.meta.get(JSON_KEY, False), log_traceback(exc)) from None
+            # `pulsarlab ... | head`: nothing more is written, and the status is the one a shell
+            # gives a command that the signal for it ended
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+            raise SystemExit(CLOSED_OUTPUT) from None
         except Exception as exc:  # the promise is: no traceback on the terminal, ever
             if _command_line_exit(exc):
                 raise

@@ -3,7 +3,6 @@
 Each group lives in its own module (parse, call one function, print); how a command fails is
 decided by the root group alone (:mod:`pulsarlab.cli.handler`)."""
 
-import signal
 import sys
 from typing import Annotated
 
@@ -27,7 +26,7 @@ from pulsarlab.cli import (
     verify,
     workload,
 )
-from pulsarlab.cli.handler import EXIT_CODES, ReportingGroup
+from pulsarlab.cli.handler import CLOSED_OUTPUT, EXIT_CODES, ReportingGroup, output_identity, output_reader_gone
 
 # plain click errors: a bad option value is one "Error: ..." line under the usage, not a drawn box;
 # -h beside --help on every command (click hands the names down to each subcommand's context)
@@ -59,6 +58,17 @@ for group in (cluster, chaos, workload, monitoring, compose, verify, history, in
 
 
 def main() -> None:  # pragma: no cover - console entry
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    app()
+    # SIGPIPE stays ignored (Python's default), so a write to a pipe without a reader raises where it
+    # happens: with the signal's default action, a write to a child that had just exited (a workload
+    # driver told to stop after a second Ctrl-C) killed the whole command. Output whose reader went
+    # away (`pulsarlab ... | head`) ends the command quietly: Rich and Click see to that, each with
+    # status 1, which here means a failed check; it becomes the status a shell gives a command that
+    # the signal ended, as before.
+    output = output_identity()
+    try:
+        app()
+    except SystemExit as done:
+        if done.code not in (0, None) and output_reader_gone(output):
+            sys.exit(CLOSED_OUTPUT)
+        raise
     sys.exit(0)

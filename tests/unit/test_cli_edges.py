@@ -4,6 +4,7 @@ URLs as environment variables, and node logs read through the deployment contrac
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import signal
 import subprocess
@@ -222,3 +223,41 @@ def test_an_expectation_naming_no_known_check_is_an_error(doc: dict, says: str, 
     assert result.exit_code == 2, result.output
     assert says in result.stderr, result.stderr
     assert "known: lost, " in result.stderr or "unknown" not in says  # the right names are offered
+
+
+@pytest.mark.parametrize("args", [["topologies"], ["--help"]])
+def test_output_whose_reader_went_away_ends_the_command_quietly_with_the_pipe_signals_status(args: list[str]) -> None:
+    """``pulsarlab ... | head`` once head has gone: no traceback, no error line, the status a shell
+    gives a command that SIGPIPE ended (141), not 1, which means a failed check."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run([sys.executable, "-m", "pulsarlab.cli", *args], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 128 + signal.SIGPIPE, done.stderr
+    assert done.stderr == ""
+
+
+def test_a_write_to_a_child_that_exited_raises_where_it_is_made_instead_of_ending_the_command() -> None:
+    """The command's own process keeps SIGPIPE ignored: a write to a child gone a moment before (a
+    workload driver told to stop after a second Ctrl-C) raises BrokenPipeError, which the writer
+    handles, where the signal's default action killed the whole command (status -13)."""
+    script = (
+        "import atexit, subprocess, sys\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'pass'], stdin=subprocess.PIPE)\n"
+        "child.wait()\n"
+        "def write():\n"
+        "    try:\n"
+        "        child.stdin.write(b'stop\\n' * 20000); child.stdin.flush()\n"
+        "    except BrokenPipeError:\n"
+        "        print('raised where written')\n"
+        "atexit.register(write)\n"
+        "sys.argv = ['pulsarlab', 'topologies']\n"
+        "from pulsarlab.cli import main\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, (done.returncode, done.stderr)
+    assert "raised where written" in done.stdout
