@@ -25,7 +25,8 @@ from pulsarlab.errors import CheckFailed, Inconclusive, PulsarlabError, UsageErr
 
 EXIT_CODES = f"""Exit codes: 0 success (what was checked holds), {CheckFailed.exit_code} a check failed, the cluster is
 unhealthy or the work could not be done, {UsageError.exit_code} usage or bad input (nothing started),
-{Inconclusive.exit_code} inconclusive (evidence missing or contradicting itself), 130 interrupted."""
+{Inconclusive.exit_code} inconclusive (evidence missing or contradicting itself), 130 interrupted, 141 the reader
+of the output went away."""
 ERROR_LOG = Path(tempfile.gettempdir()) / "pulsarlab-error.log"
 INTERRUPTED = 130
 
