@@ -109,16 +109,14 @@ class ReportingGroup(TyperGroup):
             raise report(exc, str(exc), exc.exit_code, ctx.meta.get(JSON_KEY, False)) from None
         except KeyboardInterrupt as exc:
             raise report(exc, "interrupted", INTERRUPTED, ctx.meta.get(JSON_KEY, False)) from None
-        except BrokenPipeError as exc:
-            if not output_reader_gone():
-                raise report(exc, f"BrokenPipeError: {exc}", 1, ctx.meta.get(JSON_KEY, False), log_traceback(exc)) from None
-            # `pulsarlab ... | head`: nothing more is written, and the status is the one a shell
-            # gives a command that the signal for it ended
-            os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-            raise SystemExit(CLOSED_OUTPUT) from None
         except Exception as exc:  # the promise is: no traceback on the terminal, ever
             if _command_line_exit(exc):
                 raise
+            if isinstance(exc, BrokenPipeError) and output_reader_gone():
+                # `pulsarlab ... | head`: nothing more is written, and the status is the one a
+                # shell gives a command that the signal for it ended
+                os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+                raise SystemExit(CLOSED_OUTPUT) from None
             log = log_traceback(exc)
             first = str(exc).splitlines()[0] if str(exc) else ""
             raise report(exc, f"{type(exc).__name__}: {first}", 1, ctx.meta.get(JSON_KEY, False), log) from None
