@@ -28,7 +28,10 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's pulsarlab first
 
+from pulsarlab.deployment import Endpoints
+from pulsarlab.errors import StateError
 from pulsarlab.runtime import open_deployment
+from pulsarlab.runtime.base import NodeRuntime
 
 GIB = 1024**3
 
@@ -49,11 +52,32 @@ def _tree_rss(pids: list[int]) -> int:
     return total
 
 
-def _pids(state_dir: Path) -> list[int]:
-    with contextlib.suppress(Exception):  # the state appears while up runs
-        d = open_deployment(state_dir)
-        return [pid for n in d.topo.nodes if (pid := d.process_info(n.name)[0])]
-    return []
+class NodePids:
+    """The nodes' pids, for the memory sampler, asked of the deployment as seldom as it can: the
+    deployment is opened once, and a node's pid once found is kept (a node starts once per ``up``).
+    On the docker runtime each question is an engine call (``docker container inspect``), and
+    asking for every node twice a second loaded the machine while the docker side started: nodes
+    not found yet are asked for every ``every``-th sample only."""
+
+    def __init__(self, state_dir: Path, every: int = 4) -> None:
+        self.state_dir, self.every, self._round = state_dir, every, 0
+        self._deployment: Endpoints | None = None
+        self.found: dict[str, int] = {}
+
+    def __call__(self) -> list[int]:
+        self._round += 1
+        if self._round % self.every != 1 % self.every:
+            return list(self.found.values())
+        if self._deployment is None:
+            with contextlib.suppress(StateError, OSError, ValueError):  # the state appears while up runs
+                self._deployment = open_deployment(self.state_dir)
+        d = self._deployment
+        if d is not None:
+            assert isinstance(d, NodeRuntime), d  # both runtimes compared start their nodes themselves
+            for n in d.topo.nodes:
+                if n.name not in self.found and (pid := d.process_info(n.name)[0]):
+                    self.found[n.name] = pid
+        return list(self.found.values())
 
 
 def measure(topology: str, runtime: str) -> Sample:
@@ -61,10 +85,12 @@ def measure(topology: str, runtime: str) -> Sample:
     peak = 0
     stop = threading.Event()
 
+    pids = NodePids(state)
+
     def sample() -> None:
         nonlocal peak
         while not stop.wait(0.5):
-            peak = max(peak, _tree_rss(_pids(state)))
+            peak = max(peak, _tree_rss(pids()))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
