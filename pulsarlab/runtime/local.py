@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -211,14 +212,20 @@ class LocalCluster(NodeRuntime):
         part = self._recording("init", zk)
         rc: int | None = None
         cmd = [str(self.distribution().bin_pulsar), "initialize-cluster-metadata", *args]
-        with open(log_path, "wb") as log:
+        servers = [(self.topo.address_of(n), n.port("client")) for n in self.topo.nodes_of(Role.ZOOKEEPER)]
+        with open(log_path, "wb") as log, subprocess.Popen(
+            cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=self.state_dir
+        ) as proc:
             try:
-                rc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                    timeout=timeout("init"), cwd=self.state_dir).returncode
+                hold_until_listening(proc, log_path, servers, time.monotonic() + timeout("zookeeper"))
+                rc = proc.wait(timeout("init"))
             except subprocess.TimeoutExpired:
                 raise NodeStartError(f"init-{cluster}", "initialize-cluster-metadata to finish",
                                      timeout("init"), log_tail(log_path)) from None
             finally:
+                if proc.poll() is None:  # timed out, or this command was interrupted
+                    proc.kill()
+                    proc.wait()
                 if part is not None:
                     class_archives(self.distribution()).settle("init", part, rc == 0)
         if rc != 0:
@@ -226,6 +233,47 @@ class LocalCluster(NodeRuntime):
 
 
 TMP_ROLES = (Role.BOOKIE, Role.BROKER)  # the roles whose JVMs unpack native libraries
+
+# what the metadata initialisation logs just before its ZooKeeper client's first connection attempt
+# (the first line of Pulsar's setup tool; then the client's own): some 0.1 s before it
+CONNECTING = (b"Setting up cluster", b"Initiating client connection")
+
+
+def hold_until_listening(proc: subprocess.Popen, log_path: Path, servers: list[tuple[str, int]],
+                         give_up_at: float) -> None:
+    """Keep the metadata initialisation from connecting before ZooKeeper listens.
+
+    It starts beside ZooKeeper, and the two JVMs reach their sockets within some tens of
+    milliseconds of each other. A ZooKeeper client refused on its first attempt waits a whole
+    second before the next (its list of servers gone round once), and every node of the cluster
+    waits for the initialisation: in about one fresh start in five that second, and more, was
+    lost. So the process is frozen (SIGSTOP) when its log shows it about to connect while no
+    server of ``servers`` accepts a connection yet, and thawed the moment one does, or at
+    ``give_up_at``, or as soon as it is not needed: the first connection that ZooKeeper accepts
+    ends the watch, and the process is never left frozen."""
+    held, text = False, b""
+    try:
+        with open(log_path, "rb") as log:
+            while proc.poll() is None and time.monotonic() < give_up_at:
+                if any(_accepts(address, port) for address, port in servers):
+                    return
+                if not held:
+                    text += log.read()
+                    if any(marker in text for marker in CONNECTING):
+                        os.kill(proc.pid, signal.SIGSTOP)
+                        held = True
+                time.sleep(0.01)
+    finally:
+        if held:
+            os.kill(proc.pid, signal.SIGCONT)
+
+
+def _accepts(address: str, port: int) -> bool:
+    try:
+        socket.create_connection((address, port), timeout=0.5).close()
+    except OSError:
+        return False
+    return True
 
 
 def node_tmp(dirs: NodeDirs) -> Path:
