@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shutil
 import statistics
 import subprocess
 import sys
@@ -107,6 +108,7 @@ def measure(topology: str, runtime: str) -> Sample:
         stop.set()
         sampler.join()
         subprocess.run([*cli, "down", "--state-dir", str(state)], capture_output=True, timeout=300)
+        shutil.rmtree(state.parent, ignore_errors=True)
     return Sample(runtime, seconds, peak)
 
 
