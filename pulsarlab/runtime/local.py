@@ -246,7 +246,7 @@ def hold_until_listening(proc: subprocess.Popen, log_path: Path, servers: list[t
     It starts beside ZooKeeper, and the two JVMs reach their sockets within some tens of
     milliseconds of each other. A ZooKeeper client refused on its first attempt waits a whole
     second before the next (its list of servers gone round once), and every node of the cluster
-    waits for the initialisation: in about one fresh start in five that second, and more, was
+    waits for the initialisation: in about one fresh start in four that second, and more, was
     lost. So the process is frozen (SIGSTOP) when its log shows it about to connect while no
     server of ``servers`` accepts a connection yet, and thawed the moment one does, or at
     ``give_up_at``, or as soon as it is not needed: the first connection that ZooKeeper accepts
