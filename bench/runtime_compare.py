@@ -67,7 +67,7 @@ class NodePids:
 
     def __call__(self) -> list[int]:
         self._round += 1
-        if self._round % self.every != 1 % self.every:
+        if (self._round - 1) % self.every:  # asks on samples 1, 1 + every, ...
             return list(self.found.values())
         if self._deployment is None:
             with contextlib.suppress(StateError, OSError, ValueError):  # the state appears while up runs

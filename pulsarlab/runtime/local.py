@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -23,6 +23,7 @@ from pulsarlab.render import NodeDirs, render_node, write_topology
 from pulsarlab.runtime import cgroup
 from pulsarlab.runtime.base import NodeRuntime
 from pulsarlab.runtime.cds import class_archives, classpath_dir, node_recording
+from pulsarlab.runtime.external import answers
 from pulsarlab.runtime.jvm import hosts_text, log_conf_off_the_classpath, pulsar_env
 from pulsarlab.runtime.state import ClusterState, ProcessRecord
 from pulsarlab.runtime.waits import log_tail
@@ -212,12 +213,13 @@ class LocalCluster(NodeRuntime):
         part = self._recording("init", zk)
         rc: int | None = None
         cmd = [str(self.distribution().bin_pulsar), "initialize-cluster-metadata", *args]
-        servers = [(self.topo.address_of(n), n.port("client")) for n in self.topo.nodes_of(Role.ZOOKEEPER)]
+        zookeepers = self.topo.nodes_of(Role.ZOOKEEPER)
         with open(log_path, "wb") as log, subprocess.Popen(
             cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=self.state_dir
         ) as proc:
             try:
-                hold_until_listening(proc, log_path, servers, time.monotonic() + timeout("zookeeper"))
+                hold_until_listening(proc, log_path, lambda: any(answers(self.topo, z) for z in zookeepers),
+                                     time.monotonic() + timeout("zookeeper"))
                 rc = proc.wait(timeout("init"))
             except subprocess.TimeoutExpired:
                 raise NodeStartError(f"init-{cluster}", "initialize-cluster-metadata to finish",
@@ -239,7 +241,7 @@ TMP_ROLES = (Role.BOOKIE, Role.BROKER)  # the roles whose JVMs unpack native lib
 CONNECTING = (b"Setting up cluster", b"Initiating client connection")
 
 
-def hold_until_listening(proc: subprocess.Popen, log_path: Path, servers: list[tuple[str, int]],
+def hold_until_listening(proc: subprocess.Popen, log_path: Path, listening: Callable[[], bool],
                          give_up_at: float) -> None:
     """Keep the metadata initialisation from connecting before ZooKeeper listens.
 
@@ -247,15 +249,15 @@ def hold_until_listening(proc: subprocess.Popen, log_path: Path, servers: list[t
     milliseconds of each other. A ZooKeeper client refused on its first attempt waits a whole
     second before the next (its list of servers gone round once), and every node of the cluster
     waits for the initialisation: in about one fresh start in four that second, and more, was
-    lost. So the process is frozen (SIGSTOP) when its log shows it about to connect while no
-    server of ``servers`` accepts a connection yet, and thawed the moment one does, or at
-    ``give_up_at``, or as soon as it is not needed: the first connection that ZooKeeper accepts
-    ends the watch, and the process is never left frozen."""
+    lost. So the process is frozen (SIGSTOP) when its log shows it about to connect while
+    ``listening()`` (a ZooKeeper server accepts a connection) is false, and thawed the moment it
+    is true, or at ``give_up_at``: the first connection that ZooKeeper accepts ends the watch, and
+    the process is never left frozen."""
     held, text = False, b""
     try:
         with open(log_path, "rb") as log:
             while proc.poll() is None and time.monotonic() < give_up_at:
-                if any(_accepts(address, port) for address, port in servers):
+                if listening():
                     return
                 if not held:
                     text += log.read()
@@ -264,16 +266,8 @@ def hold_until_listening(proc: subprocess.Popen, log_path: Path, servers: list[t
                         held = True
                 time.sleep(0.01)
     finally:
-        if held:
+        if held and proc.poll() is None:  # not once it is gone (its pid may be another's by then)
             os.kill(proc.pid, signal.SIGCONT)
-
-
-def _accepts(address: str, port: int) -> bool:
-    try:
-        socket.create_connection((address, port), timeout=0.5).close()
-    except OSError:
-        return False
-    return True
 
 
 def node_tmp(dirs: NodeDirs) -> Path:

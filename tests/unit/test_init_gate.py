@@ -41,6 +41,16 @@ def _start(tmp_path: Path, port: int) -> tuple[subprocess.Popen, Path]:
     return proc, log_path
 
 
+def _listening(port: int):
+    def probe() -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            return False
+        return True
+    return probe
+
+
 def _frozen(pid: int, within: float = 10.0) -> bool:
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
@@ -57,7 +67,7 @@ def test_a_client_about_to_connect_waits_for_the_listener(tmp_path: Path) -> Non
     port = _free_port()
     proc, log_path = _start(tmp_path, port)
     gate = threading.Thread(target=hold_until_listening,
-                            args=(proc, log_path, [("127.0.0.1", port)], time.monotonic() + 30))
+                            args=(proc, log_path, _listening(port), time.monotonic() + 30))
     gate.start()
     try:
         assert _frozen(proc.pid), "the client was not held while nothing listened"
@@ -75,7 +85,7 @@ def test_the_client_is_thawed_when_the_wait_gives_up(tmp_path: Path) -> None:
     port = _free_port()
     proc, log_path = _start(tmp_path, port)
     started = time.monotonic()
-    hold_until_listening(proc, log_path, [("127.0.0.1", port)], time.monotonic() + 1.0)
+    hold_until_listening(proc, log_path, _listening(port), time.monotonic() + 1.0)
     try:
         assert time.monotonic() - started >= 0.9
         assert proc.wait(10) == 0, "left frozen"
@@ -88,7 +98,7 @@ def test_nothing_is_held_once_the_server_listens(tmp_path: Path) -> None:
     port = _free_port()
     with socket.create_server(("127.0.0.1", port)) as server:
         proc, log_path = _start(tmp_path, port)
-        hold_until_listening(proc, log_path, [("127.0.0.1", port)], time.monotonic() + 30)
+        hold_until_listening(proc, log_path, _listening(port), time.monotonic() + 30)
         assert proc.wait(10) == 0
         server.accept()[0].close()
     assert log_path.read_text().splitlines()[-1] == "connected"
